@@ -1,0 +1,32 @@
+# Each target wraps a script, so the README, CI and developers run the same thing.
+.PHONY: install run test test-unit test-integration test-faults lint fmt check bench
+
+install:
+	./scripts/install
+
+run:
+	./scripts/run
+
+test:
+	./scripts/test
+
+test-unit:
+	./scripts/test tests/unit
+
+test-integration:
+	./scripts/test tests/integration
+
+test-faults:
+	./scripts/test tests/faults
+
+lint:
+	./scripts/lint
+
+fmt: install
+	.venv/bin/ruff format .
+	.venv/bin/ruff check --fix .
+
+check: lint test-unit
+
+bench:
+	./scripts/bench

@@ -1,0 +1,1 @@
+"""Distributed replacement for celery beat: leases, due heap, batched claims, publish."""

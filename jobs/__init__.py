@@ -1,0 +1,1 @@
+"""Jobs, runs, dedup keys and dead letters: the scheduler's data and its services."""

@@ -1,0 +1,50 @@
+"""System checks for the scheduler's settings, ids jobs.E001 onwards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, register
+
+
+@register()
+def check_scheduler_settings(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if engine != "django.db.backends.postgresql":
+        errors.append(
+            Error(
+                "The scheduler needs PostgreSQL (ON CONFLICT, partial indexes, row locks).",
+                hint="Set DATABASE_URL to a postgresql:// URL.",
+                id="jobs.E001",
+            )
+        )
+    conf = settings.SCHEDULER
+    if conf["LEASE_RENEW_S"] >= conf["LEASE_TTL_S"]:
+        errors.append(
+            Error(
+                "SCHEDULER_LEASE_RENEW_S must be shorter than SCHEDULER_LEASE_TTL_S, or leases "
+                "expire between renewals.",
+                id="jobs.E002",
+            )
+        )
+    if conf["HEARTBEAT_S"] >= conf["RUN_LEASE_S"]:
+        errors.append(
+            Error(
+                "SCHEDULER_HEARTBEAT_S must be shorter than SCHEDULER_RUN_LEASE_S, or running "
+                "attempts lose their lease while healthy.",
+                id="jobs.E003",
+            )
+        )
+    if settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 0) <= (
+        settings.JOB_MAX_TIMEOUT_S
+    ):
+        errors.append(
+            Error(
+                "The broker visibility timeout must outlast the longest job timeout, or long "
+                "runs are delivered twice.",
+                id="jobs.E004",
+            )
+        )
+    return errors

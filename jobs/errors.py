@@ -1,0 +1,45 @@
+"""Errors the services raise; the API maps each to one HTTP status."""
+
+from __future__ import annotations
+
+
+class SchedulerError(Exception):
+    """Base of every error a caller of the services is expected to handle."""
+
+
+class InvalidInput(SchedulerError):
+    """A field has a value the scheduler refuses; nothing was written."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class InvalidSchedule(InvalidInput):
+    """The schedule (cron, interval, run_at or timezone) is malformed or never fires."""
+
+
+class TargetNotFound(InvalidInput):
+    """The target names a callable or task that this deployment does not register."""
+
+
+class VersionConflict(SchedulerError):
+    """The caller's version of the job is stale: someone changed it since it was read."""
+
+    def __init__(self, *, expected: int, actual: int) -> None:
+        super().__init__(f"job version is {actual}, request was based on version {expected}")
+        self.expected = expected
+        self.actual = actual
+
+
+class InvalidTransition(SchedulerError):
+    """The object is not in a state that allows the requested change."""
+
+
+class IdempotencyKeyReused(SchedulerError):
+    """An idempotency key already used by the tenant came with a different request body."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"idempotency key {key!r} was already used with a different request")
+        self.key = key

@@ -1,0 +1,1 @@
+"""Service functions: every write to jobs and runs goes through these."""

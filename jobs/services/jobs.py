@@ -1,0 +1,386 @@
+"""Job services: create, update, pause, resume, cancel and trigger now."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from beat_engine.backoff import RetryPolicy
+from beat_engine.partitions import partition_for
+from beat_engine.schedules import ScheduleKind, ScheduleSpec, next_fire_after
+from jobs import validation
+from jobs.errors import InvalidInput, InvalidTransition, VersionConflict
+from jobs.models import (
+    CatchUpPolicyChoice,
+    ConcurrencyPolicy,
+    Job,
+    JobKind,
+    JobRun,
+    JobSource,
+    JobStatus,
+    RunTrigger,
+    Tenant,
+)
+from jobs.notify import notify_job_changed
+from jobs.services.dedup import dedup_key_for
+from jobs.states import IN_FLIGHT_STATES, TIMER_STATES, RunState
+
+
+@dataclass(frozen=True)
+class JobInput:
+    """Everything a caller may set on a job; the API, admin and decorators all build one."""
+
+    name: str
+    target_kind: str
+    cron: str | None = None
+    interval: timedelta | None = None
+    run_at: datetime | None = None
+    anchor_at: datetime | None = None
+    timezone: str = "UTC"
+    target_name: str = ""
+    target_url: str = ""
+    target_headers: dict[str, str] = field(default_factory=dict)
+    payload: Any = field(default_factory=dict)
+    description: str = ""
+    queue: str = "scheduler"
+    priority: int = 5
+    max_attempts: int = 3
+    retry_base_delay: timedelta = timedelta(seconds=10)
+    retry_max_delay: timedelta = timedelta(minutes=10)
+    retry_jitter: bool = True
+    retry_on_client_error: bool = False
+    timeout: timedelta = timedelta(minutes=5)
+    concurrency_policy: str = ConcurrencyPolicy.ALLOW
+    catchup_policy: str = CatchUpPolicyChoice.SKIP
+    catchup_limit: int = 100
+    starting_deadline: timedelta | None = None
+    jitter_window: timedelta = timedelta(0)
+    critical: bool = False
+    source: str = JobSource.API
+
+
+SCHEDULE_FIELDS = ("cron", "interval", "run_at")
+
+
+def schedule_spec(job: Job) -> ScheduleSpec:
+    """The pure schedule of a stored job."""
+    if job.kind == JobKind.CRON:
+        return ScheduleSpec(kind=ScheduleKind.CRON, cron=job.cron_expression, timezone=job.timezone)
+    if job.kind == JobKind.INTERVAL:
+        assert job.interval_seconds is not None
+        return ScheduleSpec(
+            kind=ScheduleKind.INTERVAL,
+            interval=timedelta(seconds=job.interval_seconds),
+            anchor=job.anchor_at,
+            timezone=job.timezone,
+        )
+    return ScheduleSpec(kind=ScheduleKind.ONCE, run_at=job.run_at, timezone=job.timezone)
+
+
+def _interval_seconds(data: JobInput) -> int | None:
+    return int(data.interval.total_seconds()) if data.interval is not None else None
+
+
+def _spec_from_input(
+    data: JobInput, *, now: datetime, check_run_at: bool = True
+) -> tuple[str, ScheduleSpec]:
+    given = [name for name in SCHEDULE_FIELDS if getattr(data, name) is not None]
+    if len(given) != 1:
+        which = "none" if not given else " and ".join(given)
+        raise InvalidInput(
+            "schedule", f"give exactly one of schedule (cron), interval or run_at; got {which}"
+        )
+    validation.validate_timezone(data.timezone)
+    if data.cron is not None:
+        spec = ScheduleSpec(kind=ScheduleKind.CRON, cron=data.cron, timezone=data.timezone)
+        kind = JobKind.CRON
+    elif data.interval is not None:
+        spec = ScheduleSpec(
+            kind=ScheduleKind.INTERVAL,
+            interval=data.interval,
+            anchor=data.anchor_at or now,
+            timezone=data.timezone,
+        )
+        kind = JobKind.INTERVAL
+    else:
+        assert data.run_at is not None
+        if check_run_at:
+            validation.validate_run_at(data.run_at, now=now)
+        spec = ScheduleSpec(kind=ScheduleKind.ONCE, run_at=data.run_at, timezone=data.timezone)
+        kind = JobKind.ONCE
+    validation.validate_schedule(spec, now=now)
+    return kind, spec
+
+
+def _validate_input(data: JobInput) -> None:
+    validation.validate_name(data.name)
+    validation.validate_target(
+        data.target_kind, data.target_name, data.target_url, data.target_headers
+    )
+    validation.validate_payload(data.payload)
+    validation.validate_queue(data.queue)
+    if data.concurrency_policy not in ConcurrencyPolicy.values:
+        raise InvalidInput(
+            "concurrency_policy", f"must be one of {', '.join(ConcurrencyPolicy.values)}"
+        )
+    if data.catchup_policy not in CatchUpPolicyChoice.values:
+        raise InvalidInput(
+            "catchup.policy", f"must be one of {', '.join(CatchUpPolicyChoice.values)}"
+        )
+    validation.validate_policies(
+        retry=RetryPolicy(
+            max_attempts=data.max_attempts,
+            base_delay=data.retry_base_delay,
+            max_delay=data.retry_max_delay,
+            jitter=data.retry_jitter,
+        ),
+        timeout=data.timeout,
+        jitter_window=data.jitter_window,
+        priority=data.priority,
+        catchup_limit=data.catchup_limit,
+        starting_deadline=data.starting_deadline,
+    )
+
+
+def _first_fire(kind: str, spec: ScheduleSpec, *, now: datetime) -> datetime:
+    if kind == JobKind.ONCE:
+        assert spec.run_at is not None
+        # A run_at within the grace window in the past fires at once, not never.
+        return spec.run_at
+    fire = next_fire_after(spec, now)
+    if fire is None:
+        raise InvalidInput("schedule", "never fires after now")
+    return fire
+
+
+def _apply_input(job: Job, data: JobInput, kind: str, spec: ScheduleSpec) -> None:
+    job.name = validation.validate_name(data.name)
+    job.description = data.description
+    job.source = data.source
+    job.kind = kind
+    job.cron_expression = data.cron or ""
+    job.interval_seconds = _interval_seconds(data)
+    job.anchor_at = spec.anchor if kind == JobKind.INTERVAL else None
+    job.run_at = data.run_at
+    job.timezone = data.timezone
+    job.target_kind = data.target_kind
+    job.target_name = data.target_name
+    job.target_url = data.target_url
+    job.target_headers = data.target_headers
+    job.payload = data.payload
+    job.queue = data.queue
+    job.priority = data.priority
+    job.max_attempts = data.max_attempts
+    job.retry_base_delay = data.retry_base_delay
+    job.retry_max_delay = data.retry_max_delay
+    job.retry_jitter = data.retry_jitter
+    job.retry_on_client_error = data.retry_on_client_error
+    job.timeout = data.timeout
+    job.concurrency_policy = data.concurrency_policy
+    job.catchup_policy = data.catchup_policy
+    job.catchup_limit = data.catchup_limit
+    job.starting_deadline = data.starting_deadline
+    job.jitter_window = data.jitter_window
+    job.critical = data.critical
+
+
+def _save_new(job: Job) -> None:
+    try:
+        with transaction.atomic():
+            job.save(force_insert=True)
+    except IntegrityError as exc:
+        if "job_unique_live_name_per_tenant" in str(exc):
+            raise InvalidInput("name", f"a job named {job.name!r} already exists") from None
+        raise
+
+
+def job_build(*, tenant: Tenant, data: JobInput, now: datetime) -> Job:
+    """A validated, unsaved active job; raises InvalidInput on bad input (bulk create uses it)."""
+    if data.interval is not None and data.interval < timedelta(seconds=1):
+        raise InvalidInput("interval", "must be at least 1 second")
+    kind, spec = _spec_from_input(data, now=now)
+    _validate_input(data)
+    job_id = uuid.uuid4()
+    job = Job(
+        id=job_id,
+        tenant=tenant,
+        partition=partition_for(job_id, settings.SCHEDULER["PARTITIONS"]),
+        status=JobStatus.ACTIVE,
+        created_at=now,
+        updated_at=now,
+    )
+    _apply_input(job, data, kind, spec)
+    job.next_fire_at = _first_fire(kind, spec, now=now)
+    return job
+
+
+@transaction.atomic
+def job_create(
+    *,
+    tenant: Tenant,
+    data: JobInput,
+    now: datetime,
+    idempotency_key: str = "",
+    request_hash: str = "",
+) -> Job:
+    """Validate and store a new active job; raises InvalidInput and writes nothing on bad input.
+
+    With ``idempotency_key`` a second create under the same key violates
+    job_unique_idempotency_key; jobs.services.job_intake turns that into "return the original".
+    """
+    job = job_build(tenant=tenant, data=data, now=now)
+    job.idempotency_key = idempotency_key
+    job.request_hash = request_hash
+    _save_new(job)
+    notify_job_changed(job_id=str(job.id), partition=job.partition)
+    return job
+
+
+def job_input_from(job: Job) -> JobInput:
+    """The input that would recreate ``job``; updates start from it and replace fields."""
+    return JobInput(
+        name=job.name,
+        description=job.description,
+        source=job.source,
+        cron=job.cron_expression or None,
+        interval=(
+            timedelta(seconds=job.interval_seconds) if job.interval_seconds is not None else None
+        ),
+        run_at=job.run_at,
+        anchor_at=job.anchor_at,
+        timezone=job.timezone,
+        target_kind=job.target_kind,
+        target_name=job.target_name,
+        target_url=job.target_url,
+        target_headers=dict(job.target_headers),
+        payload=job.payload,
+        queue=job.queue,
+        priority=job.priority,
+        max_attempts=job.max_attempts,
+        retry_base_delay=job.retry_base_delay,
+        retry_max_delay=job.retry_max_delay,
+        retry_jitter=job.retry_jitter,
+        retry_on_client_error=job.retry_on_client_error,
+        timeout=job.timeout,
+        concurrency_policy=job.concurrency_policy,
+        catchup_policy=job.catchup_policy,
+        catchup_limit=job.catchup_limit,
+        starting_deadline=job.starting_deadline,
+        jitter_window=job.jitter_window,
+        critical=job.critical,
+    )
+
+
+def _lock(job_id: uuid.UUID, expected_version: int | None) -> Job:
+    job = Job.objects.select_for_update().get(id=job_id)
+    if expected_version is not None and job.version != expected_version:
+        raise VersionConflict(expected=expected_version, actual=job.version)
+    return job
+
+
+def _bump(job: Job, *, now: datetime) -> None:
+    job.version += 1
+    job.updated_at = now
+    job.save()
+    notify_job_changed(job_id=str(job.id), partition=job.partition)
+
+
+@transaction.atomic
+def job_update(
+    *, job_id: uuid.UUID, data: JobInput, expected_version: int | None, now: datetime
+) -> Job:
+    """Replace the job's definition; a stale ``expected_version`` raises VersionConflict."""
+    job = _lock(job_id, expected_version)
+    if job.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
+        raise InvalidTransition(f"a {job.status} job cannot be changed")
+    schedule_changed = (
+        data.cron != (job.cron_expression or None)
+        or data.timezone != job.timezone
+        or data.run_at != job.run_at
+        or _interval_seconds(data) != job.interval_seconds
+        or (data.anchor_at is not None and data.anchor_at != job.anchor_at)
+    )
+    if data.interval is not None and data.interval < timedelta(seconds=1):
+        raise InvalidInput("interval", "must be at least 1 second")
+    # An unchanged run_at may lie in the past by now; only a new one must be in the future.
+    kind, spec = _spec_from_input(data, now=now, check_run_at=data.run_at != job.run_at)
+    _validate_input(data)
+    _apply_input(job, data, kind, spec)
+    if schedule_changed:
+        job.next_fire_at = _first_fire(kind, spec, now=now)
+    _bump(job, now=now)
+    return job
+
+
+@transaction.atomic
+def job_pause(*, job_id: uuid.UUID, expected_version: int | None = None, now: datetime) -> Job:
+    job = _lock(job_id, expected_version)
+    if job.status == JobStatus.PAUSED:
+        return job
+    if job.status != JobStatus.ACTIVE:
+        raise InvalidTransition(f"only an active job can be paused; this one is {job.status}")
+    job.status = JobStatus.PAUSED
+    _bump(job, now=now)
+    return job
+
+
+@transaction.atomic
+def job_resume(*, job_id: uuid.UUID, expected_version: int | None = None, now: datetime) -> Job:
+    """Resume a paused job; firings missed while paused follow its catch-up policy."""
+    job = _lock(job_id, expected_version)
+    if job.status == JobStatus.ACTIVE:
+        return job
+    if job.status != JobStatus.PAUSED:
+        raise InvalidTransition(f"only a paused job can be resumed; this one is {job.status}")
+    if job.next_fire_at is None:
+        job.next_fire_at = _first_fire(job.kind, schedule_spec(job), now=now)
+    job.status = JobStatus.ACTIVE
+    job.status_reason = ""
+    _bump(job, now=now)
+    return job
+
+
+@transaction.atomic
+def job_cancel(*, job_id: uuid.UUID, expected_version: int | None = None, now: datetime) -> Job:
+    """Stop all future firings; waiting runs are cancelled and running ones asked to stop."""
+    job = _lock(job_id, expected_version)
+    if job.status == JobStatus.CANCELLED:
+        return job
+    job.status = JobStatus.CANCELLED
+    job.next_fire_at = None
+    JobRun.objects.filter(job=job, state__in=[*TIMER_STATES, RunState.QUEUED]).update(
+        state=RunState.CANCELLED, finished_at=now, due_at=None, last_error="job cancelled"
+    )
+    JobRun.objects.filter(job=job, state=RunState.RUNNING).update(cancel_requested=True)
+    _bump(job, now=now)
+    return job
+
+
+@transaction.atomic
+def job_trigger_now(*, job_id: uuid.UUID, now: datetime) -> JobRun:
+    """Queue one run outside the schedule; the engine dispatches it like any due firing."""
+    job = Job.objects.select_for_update().get(id=job_id)
+    if job.status in (JobStatus.CANCELLED,):
+        raise InvalidTransition("a cancelled job cannot be triggered")
+    run = JobRun.objects.create(
+        job=job,
+        tenant_id=job.tenant_id,
+        partition=job.partition,
+        scheduled_for=now,
+        trigger=RunTrigger.MANUAL,
+        state=RunState.PENDING,
+        due_at=now,
+        dedup_key=dedup_key_for(job.id, now),
+        created_at=now,
+    )
+    notify_job_changed(job_id=str(job.id), partition=job.partition)
+    return run
+
+
+def job_has_run_in_flight(job: Job) -> bool:
+    return JobRun.objects.filter(job=job, state__in=IN_FLIGHT_STATES).exists()

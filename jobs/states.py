@@ -1,0 +1,90 @@
+"""The run state machine as data: states, allowed transitions, and what each state means."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class RunState(models.TextChoices):
+    # Waiting for its due time (manual trigger, backfill, catch-up); the engine queues it.
+    PENDING = "pending", "Pending"
+    # Claimed and handed to the broker; a worker has not started it yet.
+    QUEUED = "queued", "Queued"
+    # A worker holds it under a lease that it renews with heartbeats.
+    RUNNING = "running", "Running"
+    # An attempt failed; the engine queues the next attempt at due_at.
+    RETRY_WAIT = "retry_wait", "Waiting to retry"
+    SUCCEEDED = "succeeded", "Succeeded"
+    # Failed with an error that retrying cannot fix (for example HTTP 404); not retried.
+    FAILED = "failed", "Failed"
+    # Failed on its last allowed attempt; a DeadLetter row holds it for replay.
+    DEAD = "dead", "Dead-lettered"
+    # Not run because of the concurrency policy (forbid while the previous run is running).
+    SKIPPED = "skipped", "Skipped"
+    # Its firing was later than the job's starting deadline, so it was not run.
+    MISSED = "missed", "Missed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ALLOWED_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    RunState.PENDING: frozenset(
+        {RunState.QUEUED, RunState.SKIPPED, RunState.MISSED, RunState.CANCELLED}
+    ),
+    RunState.QUEUED: frozenset(
+        {RunState.RUNNING, RunState.SKIPPED, RunState.CANCELLED, RunState.DEAD}
+    ),
+    RunState.RUNNING: frozenset(
+        {
+            RunState.SUCCEEDED,
+            RunState.FAILED,
+            RunState.RETRY_WAIT,
+            RunState.DEAD,
+            RunState.CANCELLED,
+            # The attempt's lease expired (worker died): a new attempt is queued.
+            RunState.QUEUED,
+        }
+    ),
+    RunState.RETRY_WAIT: frozenset({RunState.QUEUED, RunState.CANCELLED}),
+    # Replay of a dead or failed run waits as pending; the engine queues the next attempt.
+    RunState.DEAD: frozenset({RunState.PENDING}),
+    RunState.FAILED: frozenset({RunState.PENDING}),
+    RunState.SUCCEEDED: frozenset(),
+    RunState.SKIPPED: frozenset(),
+    RunState.MISSED: frozenset(),
+    RunState.CANCELLED: frozenset(),
+}
+
+TERMINAL_STATES: frozenset[RunState] = frozenset(
+    {
+        RunState.SUCCEEDED,
+        RunState.FAILED,
+        RunState.DEAD,
+        RunState.SKIPPED,
+        RunState.MISSED,
+        RunState.CANCELLED,
+    }
+)
+# States whose due_at is a timer the engine fires.
+TIMER_STATES: frozenset[RunState] = frozenset({RunState.PENDING, RunState.RETRY_WAIT})
+# States in which a run still counts as in flight for the concurrency policy.
+IN_FLIGHT_STATES: frozenset[RunState] = frozenset({RunState.QUEUED, RunState.RUNNING})
+
+
+def can_transition(current: RunState | str, target: RunState | str) -> bool:
+    return RunState(target) in ALLOWED_TRANSITIONS[RunState(current)]
+
+
+def sources_of(target: RunState) -> frozenset[RunState]:
+    """Every state from which ``target`` may be entered, for compare-and-set WHERE clauses."""
+    return frozenset(state for state, targets in ALLOWED_TRANSITIONS.items() if target in targets)
+
+
+class AttemptOutcome(models.TextChoices):
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    TIMED_OUT = "timed_out", "Timed out"
+    CANCELLED = "cancelled", "Cancelled"
+    # The worker stopped heartbeating; the engine re-queued the run as a new attempt.
+    LOST = "lost", "Lease lost"
+    # Refused before running: a critical job's key had already completed.
+    DUPLICATE = "duplicate", "Duplicate"

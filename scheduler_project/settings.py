@@ -1,0 +1,166 @@
+"""Django settings, read from the environment once at start-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scheduler_project.env import (
+    celery_broker_from_redis_url,
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# Production must set DJANGO_SECRET_KEY; the fallback only serves local development and tests.
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-insecure-key-change-me-0123456789-abcdefghijklmnop")
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_celery_results",
+    "jobs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "scheduler_project.urls"
+WSGI_APPLICATION = "scheduler_project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Only PostgreSQL: the claim path relies on ON CONFLICT, partial indexes and row locks.
+DATABASE_URL = env_str("DATABASE_URL", "postgresql://postgres@localhost:5432/scheduler")
+DATABASES = {"default": database_from_url(DATABASE_URL)}
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL", "redis://localhost:6379/0")
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / ".local" / "static"
+
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG and False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+# --- Celery -----------------------------------------------------------------------------
+# Every choice below trades throughput for "no accepted firing is lost"; see docs/architecture.md.
+CELERY_BROKER_URL = celery_broker_from_redis_url(env_str("CELERY_BROKER_URL", REDIS_URL))
+CELERY_RESULT_BACKEND = "django-db"
+# A crash between receiving and finishing must leave the message in the broker: ack late.
+CELERY_TASK_ACKS_LATE = True
+# Without this, a worker child killed by the OOM killer or SIGKILL acks its task and loses it.
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# With late acks each process reserves exactly one message, so a long job holds up no others.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Late-acked tasks still running when the broker connection drops would be redelivered and run
+# twice; cancelling them lets the redelivery be the only copy.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+# Pickle from a broker is code execution.
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_DEFAULT_QUEUE = "scheduler"
+JOB_MAX_TIMEOUT_S = env_int("SCHEDULER_JOB_MAX_TIMEOUT_S", 6 * 3600, minimum=1)
+# The Redis transport redelivers an unacked message after the visibility timeout; it must
+# outlast the longest job, or a healthy long run would be delivered a second time.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": JOB_MAX_TIMEOUT_S + 3600}
+CELERY_TASK_TIME_LIMIT = None
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- Scheduler --------------------------------------------------------------------------
+SCHEDULER = {
+    # Changing the partition count reassigns jobs; pick it once, well above the node count.
+    "PARTITIONS": env_int("SCHEDULER_PARTITIONS", 64, minimum=1),
+    "LEASE_TTL_S": env_float("SCHEDULER_LEASE_TTL_S", 10.0, minimum=0.2),
+    "LEASE_RENEW_S": env_float("SCHEDULER_LEASE_RENEW_S", 3.0, minimum=0.05),
+    "LOOKAHEAD_S": env_float("SCHEDULER_LOOKAHEAD_S", 30.0, minimum=1.0),
+    "CLAIM_BATCH": env_int("SCHEDULER_CLAIM_BATCH", 1000, minimum=1),
+    "RUN_LEASE_S": env_float("SCHEDULER_RUN_LEASE_S", 30.0, minimum=1.0),
+    "HEARTBEAT_S": env_float("SCHEDULER_HEARTBEAT_S", 10.0, minimum=0.1),
+    "CANCEL_GRACE_S": env_float("SCHEDULER_CANCEL_GRACE_S", 5.0, minimum=0.0),
+    "PUBLISH_SWEEP_AFTER_S": env_float("SCHEDULER_PUBLISH_SWEEP_AFTER_S", 30.0, minimum=1.0),
+    "DEDUP_TTL_S": env_int("SCHEDULER_DEDUP_TTL_S", 7 * 24 * 3600, minimum=60),
+    "PAYLOAD_MAX_BYTES": env_int("SCHEDULER_PAYLOAD_MAX_BYTES", 256 * 1024, minimum=1),
+    "HTTP_ALLOWLIST": env_list("SCHEDULER_HTTP_ALLOWLIST", []),
+    "HTTP_RESPONSE_MAX_BYTES": env_int("SCHEDULER_HTTP_RESPONSE_MAX_BYTES", 64 * 1024, minimum=0),
+    "RUN_AT_GRACE_S": env_int("SCHEDULER_RUN_AT_GRACE_S", 300, minimum=0),
+    "RUN_AT_MAX_HORIZON_DAYS": env_int("SCHEDULER_RUN_AT_MAX_HORIZON_DAYS", 5 * 366, minimum=1),
+    "DEAD_LETTER_QUEUE": env_str("SCHEDULER_DEAD_LETTER_QUEUE", "scheduler.dead_letters"),
+}
+# Modules of client code that register callable targets and declare schedules.
+SCHEDULER_CLIENT_MODULES = env_list("SCHEDULER_CLIENT_MODULES", ["scheduler_project.demo"])
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Scheduler API",
+    "DESCRIPTION": "Register cron, interval and one-off jobs; inspect runs and dead letters.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}

@@ -1,0 +1,95 @@
+"""The admin lists every model, its actions call the services, and staff see one tenant."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from jobs.models import Job, JobRun, JobStatus, TenantMember
+from jobs.states import RunState
+from tests.support.factories import job_factory, run_factory, tenant_factory
+
+pytestmark = pytest.mark.django_db
+
+MODELS = ["tenant", "apikey", "job", "jobrun", "deadletter", "dedupkey", "partitionepoch"]
+
+
+@pytest.fixture
+def superuser_client() -> Client:
+    user = User.objects.create_superuser("root", "root@example.com", "pw-unused-123")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_changelist_renders(superuser_client: Client, model: str) -> None:
+    job = job_factory()
+    run_factory(job)
+    response = superuser_client.get(reverse(f"admin:jobs_{model}_changelist"))
+    assert response.status_code == 200
+
+
+def test_job_page_shows_recent_runs(superuser_client: Client) -> None:
+    job = job_factory()
+    run = run_factory(job)
+    response = superuser_client.get(reverse("admin:jobs_job_change", args=[job.pk]))
+    assert response.status_code == 200
+    assert run.scheduled_for.isoformat() in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("action", "status"),
+    [("pause", JobStatus.PAUSED), ("cancel", JobStatus.CANCELLED)],
+)
+def test_job_actions_call_services(superuser_client: Client, action: str, status: str) -> None:
+    job = job_factory()
+    response = superuser_client.post(
+        reverse("admin:jobs_job_changelist"),
+        {"action": action, "_selected_action": [str(job.pk)]},
+    )
+    assert response.status_code == 302
+    job.refresh_from_db()
+    assert job.status == status
+    assert job.version == 2
+
+
+def test_trigger_now_action_creates_pending_run(superuser_client: Client) -> None:
+    job = job_factory()
+    superuser_client.post(
+        reverse("admin:jobs_job_changelist"),
+        {"action": "trigger_now", "_selected_action": [str(job.pk)]},
+    )
+    assert JobRun.objects.get(job=job).state == RunState.PENDING
+
+
+def test_resume_of_active_job_is_harmless(superuser_client: Client) -> None:
+    job = job_factory()
+    superuser_client.post(
+        reverse("admin:jobs_job_changelist"),
+        {"action": "resume", "_selected_action": [str(job.pk)]},
+    )
+    job.refresh_from_db()
+    assert job.status == JobStatus.ACTIVE
+    assert job.version == 1
+
+
+def test_staff_sees_only_their_tenant() -> None:
+    mine, theirs = tenant_factory(), tenant_factory()
+    my_job, their_job = job_factory(mine), job_factory(theirs)
+    staff = User.objects.create_user("staff", password="pw-unused-123", is_staff=True)
+    staff.user_permissions.set(
+        __import__("django.contrib.auth.models", fromlist=["Permission"]).Permission.objects.filter(
+            content_type__app_label="jobs"
+        )
+    )
+    TenantMember.objects.create(user=staff, tenant=mine)
+    client = Client()
+    client.force_login(staff)
+    body = client.get(reverse("admin:jobs_job_changelist")).content.decode()
+    assert my_job.name in body
+    assert their_job.name not in body
+    assert client.get(reverse("admin:jobs_job_change", args=[their_job.pk])).status_code == 302
+    assert Job.objects.count() == 2
