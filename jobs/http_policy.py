@@ -54,7 +54,7 @@ def resolve_allowed(url: str) -> list[tuple[IPAddress, int]]:
         raise InvalidInput("target.url", f"host {host!r} does not resolve: {exc}") from None
     addresses: list[tuple[IPAddress, int]] = []
     for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
+        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
         if not allowed and not _is_public(address):
             raise InvalidInput(
                 "target.url",

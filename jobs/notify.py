@@ -16,7 +16,7 @@ CHANGES_CHANNEL = "sched:changes"
 
 
 @lru_cache(maxsize=1)
-def redis_client() -> redis.Redis:
+def redis_client() -> redis.Redis:  # type: ignore[type-arg]
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
 
 

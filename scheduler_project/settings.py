@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from scheduler_project.env import (
     celery_broker_from_redis_url,
@@ -124,12 +125,12 @@ CELERY_TASK_DEFAULT_QUEUE = "scheduler"
 JOB_MAX_TIMEOUT_S = env_int("SCHEDULER_JOB_MAX_TIMEOUT_S", 6 * 3600, minimum=1)
 # The Redis transport redelivers an unacked message after the visibility timeout; it must
 # outlast the longest job, or a healthy long run would be delivered a second time.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": JOB_MAX_TIMEOUT_S + 3600}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {"visibility_timeout": JOB_MAX_TIMEOUT_S + 3600}
 CELERY_TASK_TIME_LIMIT = None
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Scheduler --------------------------------------------------------------------------
-SCHEDULER = {
+SCHEDULER: dict[str, Any] = {
     # Changing the partition count reassigns jobs; pick it once, well above the node count.
     "PARTITIONS": env_int("SCHEDULER_PARTITIONS", 64, minimum=1),
     "LEASE_TTL_S": env_float("SCHEDULER_LEASE_TTL_S", 10.0, minimum=0.2),

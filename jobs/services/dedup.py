@@ -67,4 +67,5 @@ def dedup_purge_expired(*, now: datetime, batch: int = 10_000) -> int:
             """,
             [now, batch],
         )
-        return cursor.rowcount
+        deleted: int = cursor.rowcount
+        return deleted
