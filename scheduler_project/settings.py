@@ -126,8 +126,24 @@ JOB_MAX_TIMEOUT_S = env_int("SCHEDULER_JOB_MAX_TIMEOUT_S", 6 * 3600, minimum=1)
 # The Redis transport redelivers an unacked message after the visibility timeout; it must
 # outlast the longest job, or a healthy long run would be delivered a second time.
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {"visibility_timeout": JOB_MAX_TIMEOUT_S + 3600}
+# No Celery time limit: the executor enforces each job's own timeout and records it as the
+# attempt's outcome; a hard limit would kill the child before it could write that outcome.
 CELERY_TASK_TIME_LIMIT = None
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# On TERM (deploys), let running tasks finish for up to 30 s before the warm shutdown requeues
+# them; an idle worker also drains its reserved message instead of sitting on it.
+CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = env_float("CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT", 30.0)
+CELERY_WORKER_ENABLE_SOFT_SHUTDOWN_ON_IDLE = True
+# The run row is the result of an execution; results of other tasks are not read either.
+CELERY_TASK_IGNORE_RESULT = True
+# A broker that is down at start-up is retried rather than crashing the worker.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Dead-letter notices go to their own queue, for whatever alerts; executors never consume it.
+CELERY_TASK_ROUTES = {
+    "jobs.dead_letter": {
+        "queue": env_str("SCHEDULER_DEAD_LETTER_QUEUE", "scheduler.dead_letters"),
+    },
+}
 
 # --- Scheduler --------------------------------------------------------------------------
 SCHEDULER: dict[str, Any] = {
@@ -157,6 +173,8 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "UNAUTHENTICATED_USER": None,
+    # Per-tenant budget for /v1 requests (jobs.api.throttling); empty disables throttling.
+    "DEFAULT_THROTTLE_RATES": {"tenant": env_str("SCHEDULER_API_RATE", "6000/min")},
 }
 
 SPECTACULAR_SETTINGS = {

@@ -1,0 +1,1 @@
+"""REST API v1: tenant-scoped jobs, runs, dead letters and schedule previews."""

@@ -1,0 +1,150 @@
+"""Run, attempt, dead-letter, preview, page and error shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from jobs.api.fields import AwareDateTimeField, SecondsOutField, StrictSerializer
+from jobs.api.serializers import JobOut
+from jobs.models import JobStatus
+from jobs.selectors import PREVIEW_MAX
+from jobs.states import RunState
+
+
+class AttemptOut(serializers.Serializer[Any]):
+    attempt = serializers.IntegerField()
+    worker = serializers.CharField()
+    queued_at = AwareDateTimeField(allow_null=True)
+    started_at = AwareDateTimeField(allow_null=True)
+    finished_at = AwareDateTimeField(allow_null=True)
+    outcome = serializers.CharField()
+    error = serializers.CharField()
+
+
+class RunOut(serializers.Serializer[Any]):
+    run_id = serializers.UUIDField(source="id")
+    job_id = serializers.UUIDField()
+    scheduled_for = AwareDateTimeField()
+    trigger = serializers.CharField()
+    state = serializers.CharField()
+    attempt = serializers.IntegerField()
+    due_at = AwareDateTimeField(allow_null=True)
+    queued_at = AwareDateTimeField(allow_null=True)
+    started_at = AwareDateTimeField(allow_null=True)
+    finished_at = AwareDateTimeField(allow_null=True)
+    lateness_sec = SecondsOutField(source="lateness", allow_null=True)
+    cancel_requested = serializers.BooleanField()
+    last_error = serializers.CharField()
+    replayed_count = serializers.IntegerField()
+    created_at = AwareDateTimeField()
+
+
+class RunDetailOut(RunOut):
+    worker = serializers.CharField()
+    result = serializers.JSONField(allow_null=True)
+    attempts = AttemptOut(many=True)
+
+
+class JobDetailOut(JobOut):
+    """The definition plus the latest run and how many runs ended in each state."""
+
+    last_run = serializers.SerializerMethodField()
+    run_counts = serializers.SerializerMethodField()
+
+    @extend_schema_field(RunOut(allow_null=True))
+    def get_last_run(self, job: Any) -> dict[str, Any] | None:
+        last = self.context.get("last_run")
+        return None if last is None else dict(RunOut(last).data)
+
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
+    def get_run_counts(self, job: Any) -> dict[str, int]:
+        return dict(self.context.get("run_counts", {}))
+
+
+class DeadLetterOut(serializers.Serializer[Any]):
+    dead_letter_id = serializers.IntegerField(source="id")
+    run_id = serializers.UUIDField()
+    job_id = serializers.UUIDField()
+    attempts = serializers.IntegerField()
+    last_error = serializers.CharField()
+    moved_at = AwareDateTimeField()
+    replayed_at = AwareDateTimeField(allow_null=True)
+    replay_count = serializers.IntegerField()
+
+
+class ReplayOut(serializers.Serializer[Any]):
+    dead_letter = DeadLetterOut()
+    run = RunOut()
+
+
+class JobListQuery(StrictSerializer):
+    status = serializers.ChoiceField(choices=JobStatus.values, required=False)
+    name = serializers.CharField(required=False, max_length=200)
+    cursor = serializers.CharField(required=False)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
+
+
+class RunListQuery(StrictSerializer):
+    state = serializers.ChoiceField(choices=RunState.values, required=False)
+    since = AwareDateTimeField(required=False, help_text="scheduled_for >= since")
+    until = AwareDateTimeField(required=False, help_text="scheduled_for < until")
+    cursor = serializers.CharField(required=False)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
+
+
+class DeadLetterListQuery(StrictSerializer):
+    job_id = serializers.UUIDField(required=False)
+    replayed = serializers.BooleanField(required=False, allow_null=True, default=None)
+    cursor = serializers.CharField(required=False)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
+
+
+class PreviewQuery(StrictSerializer):
+    schedule = serializers.CharField(trim_whitespace=False, max_length=1000)
+    timezone = serializers.CharField(required=False, default="UTC", max_length=200)
+    count = serializers.IntegerField(required=False, default=5, min_value=1, max_value=PREVIEW_MAX)
+    after = AwareDateTimeField(required=False, help_text="default: now")
+
+
+class PreviewOut(serializers.Serializer[Any]):
+    schedule = serializers.CharField()
+    timezone = serializers.CharField()
+    fires = serializers.ListField(child=AwareDateTimeField())
+    fires_local = serializers.ListField(
+        child=serializers.CharField(), help_text="The same instants in the schedule's timezone."
+    )
+
+
+class ErrorDetailOut(serializers.Serializer[Any]):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    # DRF pops declared fields from the class, so this does not shadow Serializer.fields.
+    fields = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()), required=False
+    )
+    current_version = serializers.IntegerField(required=False)
+
+
+class ErrorOut(serializers.Serializer[Any]):
+    error = ErrorDetailOut()
+    request_id = serializers.CharField()
+
+
+def page_of(
+    item: type[serializers.Serializer[Any]], name: str
+) -> type[serializers.Serializer[Any]]:
+    """A named page envelope: {"results": [...], "next": url|null, "previous": url|null}."""
+    attrs: dict[str, Any] = {
+        "results": item(many=True),
+        "next": serializers.URLField(allow_null=True),
+        "previous": serializers.URLField(allow_null=True),
+    }
+    return type(name, (serializers.Serializer,), attrs)
+
+
+JobPage = page_of(JobOut, "JobPage")
+RunPage = page_of(RunOut, "RunPage")
+DeadLetterPage = page_of(DeadLetterOut, "DeadLetterPage")

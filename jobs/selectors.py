@@ -1,0 +1,102 @@
+"""Read paths for the API: every query starts from the tenant, so another tenant's ids are 404."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, QuerySet
+
+from beat_engine.schedules import ScheduleSpec, preview_fires
+from jobs.models import DeadLetter, Job, JobRun, Tenant
+
+PREVIEW_MAX = 100
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """What GET /v1/jobs/{id} adds to the definition: the latest run and outcome counts."""
+
+    job: Job
+    last_run: JobRun | None
+    run_counts: dict[str, int]
+
+
+def job_list(
+    *, tenant: Tenant, status: str | None = None, name: str | None = None
+) -> QuerySet[Job]:
+    jobs = Job.objects.filter(tenant=tenant)
+    if status:
+        jobs = jobs.filter(status=status)
+    if name:
+        jobs = jobs.filter(name=name)
+    return jobs
+
+
+def job_get(*, tenant: Tenant, job_id: uuid.UUID) -> Job:
+    """Raises Job.DoesNotExist for an unknown id and for another tenant's job alike."""
+    return Job.objects.get(tenant=tenant, id=job_id)
+
+
+def job_summary(*, job: Job) -> JobSummary:
+    # Both queries walk run_job_history (job, -scheduled_for): no scan of other jobs' runs.
+    last_run = JobRun.objects.filter(job=job).order_by("-scheduled_for").first()
+    counts = {
+        row["state"]: row["n"]
+        for row in JobRun.objects.filter(job=job).order_by().values("state").annotate(n=Count("id"))
+    }
+    return JobSummary(job=job, last_run=last_run, run_counts=counts)
+
+
+def run_list(
+    *,
+    tenant: Tenant,
+    job_id: uuid.UUID,
+    state: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> QuerySet[JobRun]:
+    """A job's runs, newest firing first, for keyset pages on scheduled_for.
+
+    Raises Job.DoesNotExist when the job is not the tenant's, so an empty history and a foreign
+    job are told apart.
+    """
+    job = job_get(tenant=tenant, job_id=job_id)
+    runs = JobRun.objects.filter(tenant=tenant, job=job)
+    if state:
+        runs = runs.filter(state=state)
+    if since is not None:
+        runs = runs.filter(scheduled_for__gte=since)
+    if until is not None:
+        runs = runs.filter(scheduled_for__lt=until)
+    return runs
+
+
+def run_get(*, tenant: Tenant, run_id: uuid.UUID) -> JobRun:
+    return (
+        JobRun.objects.filter(tenant=tenant)
+        .select_related("job")
+        .prefetch_related("attempts")
+        .get(id=run_id)
+    )
+
+
+def dead_letter_list(
+    *, tenant: Tenant, job_id: uuid.UUID | None = None, replayed: bool | None = None
+) -> QuerySet[DeadLetter]:
+    letters = DeadLetter.objects.filter(tenant=tenant)
+    if job_id is not None:
+        letters = letters.filter(job_id=job_id)
+    if replayed is not None:
+        letters = letters.filter(replayed_at__isnull=not replayed)
+    return letters
+
+
+def dead_letter_get(*, tenant: Tenant, dead_letter_id: int) -> DeadLetter:
+    return DeadLetter.objects.filter(tenant=tenant).select_related("run").get(id=dead_letter_id)
+
+
+def job_preview_fires(*, spec: ScheduleSpec, after: datetime, count: int) -> list[datetime]:
+    """The next ``count`` firings strictly after ``after``; the spec must already be valid."""
+    return preview_fires(spec, after, min(count, PREVIEW_MAX))
