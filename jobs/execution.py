@@ -1,0 +1,252 @@
+"""Worker side of a run: CAS to running, heartbeat, timeout, call the target, record the outcome."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import random
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connections
+
+from beat_engine.backoff import RetryPolicy, retry_delay
+from beat_engine.clock import Clock
+from jobs.metrics import counter_inc
+from jobs.models import Job, JobRun
+from jobs.outcomes import Disposition, ResultKind, TargetResult, disposition_for
+from jobs.services import runs
+from jobs.services.dedup import dedup_seen
+from jobs.states import AttemptOutcome
+from jobs.targets import RunContext, invoke_guarded, job_timeout_s, prepare_invocation
+
+logger = logging.getLogger(__name__)
+
+_rng = random.SystemRandom()
+
+
+class ExecutionOutcome(enum.Enum):
+    STALE = "stale"
+    SKIPPED = "skipped"
+    SUCCEEDED = "succeeded"
+    DUPLICATE = "duplicate"
+    RETRY_WAIT = "retry_wait"
+    FAILED = "failed"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    # The outcome write updated zero rows: this attempt had been superseded (a zombie).
+    REFUSED = "refused"
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def retry_policy(job: Job) -> RetryPolicy:
+    return RetryPolicy(
+        max_attempts=job.max_attempts,
+        base_delay=job.retry_base_delay,
+        max_delay=job.retry_max_delay,
+        jitter=job.retry_jitter,
+    )
+
+
+@dataclass
+class _TargetThread:
+    """The target runs here, so the task thread stays free to heartbeat, time out and cancel."""
+
+    invoke_result: TargetResult | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def run(self, invoke: Callable[[], TargetResult]) -> None:
+        try:
+            self.invoke_result = invoke_guarded(invoke)
+        finally:
+            # Django connections are per thread; one left open here would leak per run.
+            connections.close_all()
+            self.done.set()
+
+
+def _supervise(job: Job, run: JobRun, context: RunContext, clock: Clock) -> TargetResult:
+    """Run the target in a thread; heartbeat the lease and watch for timeout and cancellation.
+
+    When the supervisor stops the target, the result says why (TIMEOUT, CANCELLED or LOST). A
+    target that does not return within CANCEL_GRACE_S after being told to stop is
+    abandoned: its thread keeps running, but its attempt is ended, and any write it makes
+    through ``record_key`` is fenced out (it is no longer the running attempt).
+    """
+    conf = settings.SCHEDULER
+    invoke, abort = prepare_invocation(job, context)
+    target = _TargetThread()
+    thread = threading.Thread(
+        target=target.run, args=(invoke,), name=f"run-{run.id}-{run.attempt}", daemon=True
+    )
+    thread.start()
+    heartbeat_s = float(conf["HEARTBEAT_S"])
+    deadline = clock.monotonic() + job_timeout_s(job)
+    next_beat = clock.monotonic() + heartbeat_s
+    stopped: ResultKind | None = None
+    while not target.done.wait(max(0.0, min(next_beat, deadline) - clock.monotonic())):
+        if clock.monotonic() >= deadline:
+            stopped = ResultKind.TIMEOUT
+            break
+        next_beat = clock.monotonic() + heartbeat_s
+        stopped = _heartbeat(run, clock)
+        if stopped is not None:
+            break
+    if stopped is None:
+        assert target.invoke_result is not None
+        return target.invoke_result
+    context.cancelled.set()
+    abort()
+    if not target.done.wait(float(conf["CANCEL_GRACE_S"])):
+        logger.warning(
+            "execution.target.abandoned", extra={"run_id": str(run.id), "attempt": run.attempt}
+        )
+        counter_inc("scheduler_abandoned_targets_total")
+    # Whatever the target returns after being told to stop, the stop reason is the outcome:
+    # a cooperative target returns early precisely because its work was cut short.
+    return TargetResult(stopped, error=_stop_message(stopped, job))
+
+
+def _heartbeat(run: JobRun, clock: Clock) -> ResultKind | None:
+    try:
+        beat = runs.run_heartbeat(run_id=run.id, attempt=run.attempt, now=clock.now())
+    except Exception:  # boundary of the heartbeat loop: log, count, keep heartbeating
+        logger.exception("execution.heartbeat.failed", extra={"run_id": str(run.id)})
+        counter_inc("scheduler_heartbeat_errors_total")
+        return None
+    if not beat.alive:
+        logger.warning(
+            "execution.lease.lost", extra={"run_id": str(run.id), "attempt": run.attempt}
+        )
+        return ResultKind.LOST
+    return ResultKind.CANCELLED if beat.cancel_requested else None
+
+
+def _stop_message(stopped: ResultKind, job: Job) -> str:
+    if stopped == ResultKind.TIMEOUT:
+        return f"timed out after {job.timeout.total_seconds():g}s"
+    if stopped == ResultKind.CANCELLED:
+        return "cancelled on request"
+    return "attempt superseded: lease lost"
+
+
+def run_execute(
+    *, run_id: uuid.UUID, attempt: int, clock: Clock, worker: str | None = None
+) -> ExecutionOutcome:
+    """Execute one delivery of (run, attempt); safe to call for duplicates and stale messages."""
+    started = runs.run_start(
+        run_id=run_id, attempt=attempt, worker=worker or worker_name(), now=clock.now()
+    )
+    if started.outcome == runs.StartOutcome.STALE:
+        # At-least-once delivery: a redelivered or superseded message finds nothing to flip.
+        logger.info(
+            "execution.delivery.duplicate", extra={"run_id": str(run_id), "attempt": attempt}
+        )
+        counter_inc("scheduler_duplicate_deliveries_total")
+        return ExecutionOutcome.STALE
+    if started.outcome == runs.StartOutcome.SKIPPED:
+        counter_inc("scheduler_runs_skipped_total", labels={"reason": "forbid"})
+        return ExecutionOutcome.SKIPPED
+    run = started.run
+    assert run is not None
+    job = run.job
+    context = RunContext(
+        job_id=job.id,
+        run_id=run.id,
+        tenant_id=run.tenant_id,
+        scheduled_for=run.scheduled_for,
+        attempt=attempt,
+        idempotency_key=run.dedup_key,
+        payload=job.payload,
+        now=clock.now(),
+    )
+    if job.critical and dedup_seen(key=run.dedup_key, now=context.now):
+        # Invariant 2: this firing's key already completed, so its effect must not happen again.
+        counter_inc("scheduler_dedup_hits_total", labels={"source": "executor"})
+        result = TargetResult(ResultKind.DUPLICATE, error="key already completed")
+    else:
+        result = _supervise(job, run, context, clock)
+    return _record(job, run, result, clock.now())
+
+
+_ATTEMPT_OUTCOMES = {
+    ResultKind.TIMEOUT: AttemptOutcome.TIMED_OUT,
+    ResultKind.DUPLICATE: AttemptOutcome.DUPLICATE,
+    ResultKind.SUCCESS: AttemptOutcome.SUCCEEDED,
+}
+
+
+def _record(job: Job, run: JobRun, result: TargetResult, now: datetime) -> ExecutionOutcome:
+    disposition = disposition_for(result.kind, attempt=run.attempt, policy=retry_policy(job))
+    outcome = _ATTEMPT_OUTCOMES.get(result.kind, AttemptOutcome.FAILED)
+    if disposition == Disposition.SUCCEED:
+        accepted = runs.run_succeed(
+            run_id=run.id,
+            attempt=run.attempt,
+            now=now,
+            result=result.result,
+            outcome=outcome,
+            # A callable that recorded its own key did so with its effect; ON CONFLICT makes a
+            # second record harmless, but a duplicate already has one.
+            record_key=result.kind != ResultKind.DUPLICATE,
+        )
+        final = (
+            ExecutionOutcome.DUPLICATE
+            if result.kind == ResultKind.DUPLICATE
+            else ExecutionOutcome.SUCCEEDED
+        )
+    elif disposition == Disposition.CANCEL:
+        accepted = runs.run_cancelled(
+            run_id=run.id, attempt=run.attempt, now=now, error=result.error
+        )
+        final = ExecutionOutcome.CANCELLED
+    elif disposition == Disposition.FAIL:
+        accepted = runs.run_fail(
+            run_id=run.id,
+            attempt=run.attempt,
+            now=now,
+            error=result.error,
+            outcome=outcome,
+            result=result.result,
+        )
+        final = ExecutionOutcome.FAILED
+    elif disposition == Disposition.RETRY:
+        due_at = now + retry_delay(run.attempt, retry_policy(job), _rng)
+        accepted = runs.run_retry(
+            run_id=run.id,
+            attempt=run.attempt,
+            now=now,
+            due_at=due_at,
+            error=result.error,
+            outcome=outcome,
+            result=result.result,
+        )
+        final = ExecutionOutcome.RETRY_WAIT
+    else:
+        accepted = runs.run_dead_letter(
+            run_id=run.id,
+            attempt=run.attempt,
+            now=now,
+            error=result.error,
+            outcome=outcome,
+            result=result.result,
+        )
+        final = ExecutionOutcome.DEAD
+    if not accepted:
+        # Invariant 3: a superseded attempt's late completion changes nothing.
+        logger.warning(
+            "execution.completion.refused",
+            extra={"run_id": str(run.id), "attempt": run.attempt, "outcome": final.value},
+        )
+        counter_inc("scheduler_stale_completions_total")
+        return ExecutionOutcome.REFUSED
+    counter_inc("scheduler_runs_finished_total", labels={"outcome": final.value})
+    return final

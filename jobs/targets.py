@@ -1,0 +1,184 @@
+"""Invoking a run's target (registered callable, Celery task or HTTP endpoint) with its context."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+from jobs.errors import InvalidInput, SchedulerError
+from jobs.http_client import HttpAborted, HttpCall, HttpTimeout
+from jobs.models import Job, JobRun, TargetKind
+from jobs.outcomes import ResultKind, TargetResult, bounded_result, classify_http_status
+from jobs.registry import registry
+from jobs.services.dedup import dedup_record
+from jobs.states import RunState
+
+
+class PermanentFailure(Exception):
+    """Raised by a target to fail the run without retrying (bad input that will not change)."""
+
+
+class StaleAttempt(SchedulerError):
+    """record_key() found this attempt superseded: the caller's transaction must roll back."""
+
+
+class AlreadyDone(SchedulerError):
+    """record_key() found the firing's key already recorded: its side effect already happened."""
+
+
+@dataclass
+class RunContext:
+    """What a target learns about the firing it runs; HTTP targets get the same as headers."""
+
+    job_id: uuid.UUID
+    run_id: uuid.UUID
+    tenant_id: int
+    scheduled_for: datetime
+    attempt: int
+    idempotency_key: str
+    payload: Any
+    now: datetime
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def fencing_token(self) -> int:
+        """Grows with every attempt; a target that stores it can refuse an older (zombie) one."""
+        return self.attempt
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": str(self.job_id),
+            "run_id": str(self.run_id),
+            "scheduled_for": self.scheduled_for.isoformat(),
+            "attempt": self.attempt,
+            "fencing_token": self.fencing_token,
+            "idempotency_key": self.idempotency_key,
+        }
+
+    def record_key(self) -> None:
+        """Record this firing's key in the caller's open transaction.
+
+        Call it inside ``transaction.atomic()`` next to the side effect: both commit or neither
+        (exactly once for effects in this database). Raises AlreadyDone when an earlier attempt
+        committed the key, StaleAttempt when this attempt was superseded; either must abort the
+        caller's transaction.
+        """
+        if not connection.in_atomic_block:
+            raise RuntimeError("record_key() must be called inside transaction.atomic()")
+        current = JobRun.objects.filter(
+            id=self.run_id, attempt=self.attempt, state=RunState.RUNNING
+        ).exists()
+        if not current:
+            raise StaleAttempt(f"attempt {self.attempt} of run {self.run_id} is no longer current")
+        # A concurrent attempt inserting the same key blocks here until ours commits or rolls
+        # back, then sees it: the unique key, not timing, makes the effect happen once.
+        if not dedup_record(
+            key=self.idempotency_key,
+            tenant_id=self.tenant_id,
+            job_id=self.job_id,
+            run_id=self.run_id,
+            now=self.now,
+        ):
+            raise AlreadyDone(f"firing {self.idempotency_key} already completed")
+
+
+def http_headers(job: Job, context: RunContext) -> dict[str, str]:
+    # The job's own headers first: validation forbids them from naming ours, and ours win anyway.
+    return {
+        **{str(k): str(v) for k, v in job.target_headers.items()},
+        "Idempotency-Key": context.idempotency_key,
+        "X-Scheduler-Scheduled-For": context.scheduled_for.isoformat(),
+        "X-Scheduler-Attempt": str(context.attempt),
+        "X-Scheduler-Job-Id": str(context.job_id),
+        "X-Scheduler-Run-Id": str(context.run_id),
+    }
+
+
+def _max_bytes() -> int:
+    return int(settings.SCHEDULER["HTTP_RESPONSE_MAX_BYTES"])
+
+
+def _invoke_callable(job: Job, context: RunContext) -> TargetResult:
+    entry = registry.get(job.target_name)
+    if entry is None:
+        return TargetResult(ResultKind.PERMANENT, error=f"no callable {job.target_name!r}")
+    value = entry.func(context)
+    return TargetResult(ResultKind.SUCCESS, bounded_result(value, max_bytes=_max_bytes()))
+
+
+def _invoke_task(job: Job, context: RunContext) -> TargetResult:
+    from scheduler_project.celery import app
+
+    task = app.tasks.get(job.target_name)
+    if task is None:
+        return TargetResult(ResultKind.PERMANENT, error=f"no Celery task {job.target_name!r}")
+    # Called in this process, not sent as a message: the run's lease, timeout, cancellation and
+    # outcome then cover the task's work, and no result backend is needed to learn how it ended.
+    value = task(context.payload, scheduler_context=context.as_dict())
+    return TargetResult(ResultKind.SUCCESS, bounded_result(value, max_bytes=_max_bytes()))
+
+
+def _invoke_http(job: Job, context: RunContext, call: HttpCall) -> TargetResult:
+    try:
+        response = call.post_json(
+            job.target_url,
+            context.payload,
+            headers=http_headers(job, context),
+            timeout_s=job.timeout.total_seconds(),
+            max_bytes=_max_bytes(),
+        )
+    except InvalidInput as exc:
+        # Re-checked at execution: DNS may now point somewhere the policy forbids.
+        return TargetResult(ResultKind.PERMANENT, error=f"refused by HTTP policy: {exc}")
+    except HttpTimeout as exc:
+        return TargetResult(ResultKind.TIMEOUT, error=str(exc))
+    except HttpAborted as exc:
+        return TargetResult(ResultKind.CANCELLED, error=str(exc))
+    except (OSError, http.client.HTTPException) as exc:
+        return TargetResult(ResultKind.RETRYABLE, error=f"{type(exc).__name__}: {exc}")
+    kind = classify_http_status(response.status, retry_on_client_error=job.retry_on_client_error)
+    result = {
+        "status": response.status,
+        "body": response.body.decode(errors="replace"),
+        "truncated": response.truncated,
+    }
+    error = "" if kind == ResultKind.SUCCESS else f"HTTP {response.status}"
+    return TargetResult(kind, result, error)
+
+
+def prepare_invocation(
+    job: Job, context: RunContext
+) -> tuple[Callable[[], TargetResult], Callable[[], None]]:
+    """The call to run in the target thread, and how to abort it from the supervising thread."""
+    if job.target_kind == TargetKind.HTTP:
+        call = HttpCall()
+        return (lambda: _invoke_http(job, context, call)), call.abort
+    if job.target_kind == TargetKind.TASK:
+        return (lambda: _invoke_task(job, context)), context.cancelled.set
+    return (lambda: _invoke_callable(job, context)), context.cancelled.set
+
+
+def invoke_guarded(invoke: Callable[[], TargetResult]) -> TargetResult:
+    """Run ``invoke`` and turn what client code raises into a result."""
+    try:
+        return invoke()
+    except AlreadyDone as exc:
+        return TargetResult(ResultKind.DUPLICATE, error=str(exc))
+    except StaleAttempt as exc:
+        return TargetResult(ResultKind.LOST, error=str(exc))
+    except PermanentFailure as exc:
+        return TargetResult(ResultKind.PERMANENT, error=f"PermanentFailure: {exc}")
+    except Exception as exc:  # noqa: BLE001 - boundary: any error of client code is an outcome
+        return TargetResult(ResultKind.RETRYABLE, error=f"{type(exc).__name__}: {exc}")
+
+
+def job_timeout_s(job: Job) -> float:
+    return max(job.timeout, timedelta(seconds=0.001)).total_seconds()

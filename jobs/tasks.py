@@ -1,0 +1,53 @@
+"""Celery tasks: the executor (thin; the work is in jobs.execution) and the dead-letter notice."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from celery import shared_task
+
+from beat_engine.clock import SystemClock
+from jobs.execution import run_execute
+from jobs.metrics import counter_inc
+
+logger = logging.getLogger(__name__)
+
+
+# acks_late + reject_on_worker_lost: a worker that dies mid-run leaves the message in the broker;
+# the compare-and-set in run_start makes its redelivery harmless. The run row is the result,
+# so no result backend is written (an outage of it must not fail the task, celery#8588).
+@shared_task(
+    name="jobs.execute_run",
+    ignore_result=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+)
+def execute_run(run_id: str, attempt: int) -> str:
+    try:
+        parsed = uuid.UUID(str(run_id))
+        attempt_no = int(attempt)
+    except (TypeError, ValueError):
+        # A malformed message can never succeed; retrying it would only loop.
+        logger.error("execution.message.malformed", extra={"run_id": run_id, "attempt": attempt})
+        counter_inc("scheduler_malformed_messages_total")
+        return "malformed"
+    return run_execute(run_id=parsed, attempt=attempt_no, clock=SystemClock()).value
+
+
+@shared_task(name="jobs.dead_letter", ignore_result=True)
+def dead_letter_notice(run_id: str, job_id: str, attempts: int, error: str, moved_at: str) -> None:
+    """Consumer of the dead-letter queue (``celery worker -Q scheduler.dead_letters``): logs it.
+
+    Alerting hooks subscribe here; the DeadLetter row, not this message, is the record.
+    """
+    logger.warning(
+        "execution.dead_letter",
+        extra={
+            "run_id": run_id,
+            "job_id": job_id,
+            "attempts": attempts,
+            "error": error,
+            "moved_at": moved_at,
+        },
+    )

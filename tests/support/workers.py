@@ -1,0 +1,252 @@
+"""A real Celery worker subprocess against the test database, a local HTTP target, and waiting."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from django.db import connection
+from kombu import Exchange, Queue
+
+from jobs.models import JobRun, RunAttempt
+from jobs.states import AttemptOutcome, RunState
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_QUEUE = "scheduler"
+
+
+def wait_until(
+    predicate: Callable[[], bool], *, timeout_s: float = 60.0, message: str = "condition"
+) -> None:
+    """Poll until ``predicate`` holds; the timeout only stops a hung test, it asserts nothing."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {message}")
+        time.sleep(0.05)
+
+
+def test_database_url() -> str:
+    """DATABASE_URL with the database swapped for pytest-django's test_<name> database."""
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit(parts._replace(path="/" + str(connection.settings_dict["NAME"])))
+
+
+@dataclass
+class CeleryWorker:
+    queues: list[str]
+    env: dict[str, str]
+    log_path: Path
+    concurrency: int = 2
+    process: subprocess.Popen[bytes] | None = None
+    _log_offset: int = 0
+
+    def start(self) -> None:
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "scheduler_project",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--pool",
+                "prefork",
+                "--concurrency",
+                str(self.concurrency),
+                "-Q",
+                ",".join(self.queues),
+                "-n",
+                f"test-{uuid.uuid4().hex[:8]}@%h",
+                "--without-mingle",
+                "--without-gossip",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        wait_until(self._ready, timeout_s=60, message=f"celery worker ready ({self.log_path})")
+
+    def _ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"worker exited: {self.log_tail()}")
+        with self.log_path.open("rb") as fh:
+            fh.seek(self._log_offset)
+            return b" ready." in fh.read()
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool children: no warm shutdown, no acks."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def worker_env(*, allowlist: list[str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": test_database_url(),
+            "PYTHONPATH": str(ROOT),
+            "SCHEDULER_CLIENT_MODULES": "scheduler_project.demo,tests.support.targets",
+            "SCHEDULER_HEARTBEAT_S": "0.2",
+            "SCHEDULER_RUN_LEASE_S": "5",
+            "SCHEDULER_CANCEL_GRACE_S": "0.5",
+            "SCHEDULER_HTTP_ALLOWLIST": ",".join(allowlist),
+            "CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT": "0",
+        }
+    )
+    return env
+
+
+def publish_run(run_id: uuid.UUID, attempt: int, queue: str = TEST_QUEUE) -> None:
+    """Publish the executor message exactly as the beat engine does."""
+    from scheduler_project.celery import app
+
+    target = Queue(queue, Exchange(queue, type="direct"), routing_key=queue)
+    app.send_task(
+        "jobs.execute_run",
+        args=[str(run_id), attempt],
+        queue=target,  # type: ignore[arg-type]  # kombu accepts a Queue here
+        declare=[target],
+    )
+
+
+def queue_attempt(run: JobRun, *, attempt: int, now: datetime, queue: str = TEST_QUEUE) -> None:
+    """Stand-in for the beat engine: move the run to queued as ``attempt`` and publish it."""
+    moved = JobRun.objects.filter(id=run.id).update(
+        state=RunState.QUEUED, attempt=attempt, queued_at=now, due_at=None, lease_until=None
+    )
+    assert moved == 1
+    publish_run(run.id, attempt, queue)
+
+
+def reap_lost_attempt(run: JobRun, *, now: datetime, queue: str = TEST_QUEUE) -> int:
+    """Stand-in for the engine's reaper: the running attempt's lease is treated as expired."""
+    current = JobRun.objects.get(id=run.id)
+    assert current.state == RunState.RUNNING
+    RunAttempt.objects.filter(run_id=run.id, attempt=current.attempt).update(
+        outcome=AttemptOutcome.LOST
+    )
+    moved = JobRun.objects.filter(
+        id=run.id, attempt=current.attempt, state=RunState.RUNNING
+    ).update(state=RunState.QUEUED, attempt=current.attempt + 1, queued_at=now, lease_until=None)
+    assert moved == 1
+    publish_run(run.id, current.attempt + 1, queue)
+    return current.attempt + 1
+
+
+@dataclass
+class HttpTarget:
+    """A local HTTP target: per-path behaviour, every request recorded for assertions."""
+
+    server: ThreadingHTTPServer
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+    entered: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def hits(self, path: str) -> list[dict[str, Any]]:
+        return [r for r in self.requests if r["path"] == path]
+
+
+def _handler(target: HttpTarget) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length) or b"null")
+            target.requests.append(
+                {"path": self.path, "headers": dict(self.headers.items()), "body": body}
+            )
+            status = {"/ok": 200, "/unavailable": 503, "/missing": 404, "/moved": 302}
+            if self.path == "/slow":
+                target.entered.set()
+                target.release.wait(60)
+                status["/slow"] = 200
+            code = status.get(self.path, 500)
+            self.send_response(code)
+            if code == 302:
+                self.send_header("Location", target.url("/ok"))
+            payload = b"x" * 100_000 if self.path == "/ok" else b"nope"
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            try:
+                self.wfile.write(payload)
+            except OSError:
+                return
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    return Handler
+
+
+# Module scope, not session: each test module imports these fixtures, and pytest treats each
+# import as its own fixture, so a session scope would leave several workers consuming one queue.
+@pytest.fixture(scope="module", name="http_target")
+def http_target_fixture() -> Iterator[HttpTarget]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    target = HttpTarget(server)
+    server.RequestHandlerClass = _handler(target)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield target
+    target.release.set()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module", name="worker")
+def worker_fixture(
+    django_db_setup: None,
+    django_db_blocker: Any,
+    http_target: HttpTarget,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[CeleryWorker]:
+    with django_db_blocker.unblock():
+        env = worker_env(allowlist=[f"127.0.0.1:{http_target.port}"])
+    worker = CeleryWorker(
+        queues=[TEST_QUEUE], env=env, log_path=tmp_path_factory.mktemp("worker") / "worker.log"
+    )
+    worker.start()
+    yield worker
+    worker.stop()
