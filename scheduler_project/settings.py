@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_celery_results",
     "jobs",
+    "beat_engine",
 ]
 
 MIDDLEWARE = [

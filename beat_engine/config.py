@@ -1,0 +1,84 @@
+"""EngineConfig: the engine's settings, read once from Django settings."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+
+def default_node_id() -> str:
+    # Host and pid make logs readable; the random suffix keeps a restarted pid distinct.
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def broker_redis_url(broker_url: str) -> str:
+    """Celery spells a Unix-socket Redis ``redis+socket://``; redis-py wants ``unix://``."""
+    if broker_url.startswith("redis+socket://"):
+        return "unix://" + broker_url[len("redis+socket://") :]
+    return broker_url
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    node_id: str
+    partitions: int
+    lease_ttl_s: float
+    lease_renew_s: float
+    lookahead_s: float
+    claim_batch: int
+    run_lease_s: float
+    publish_sweep_after_s: float
+    redis_url: str
+    broker_url: str
+    # Longest the loop sleeps without looking at the clock, so SIGTERM is honoured promptly.
+    max_sleep_s: float = 0.5
+    timer_poll_s: float = 0.5
+    # Most entries loaded per partition per refresh: memory holds a page, never every job.
+    horizon_page: int = 20_000
+    # Every this often the horizon is reloaded even without notifications (lost ones).
+    refresh_s: float = 5.0
+    sweep_s: float = 2.0
+    # Most due firings claimed in one tick before the loop looks at leases again.
+    max_claims_per_tick: int = 20_000
+    # A queued run is republished when no worker started it this long after its publish
+    # (message lost in a broker restart); longer than the run lease to spare slow queues.
+    republish_after_s: float = 60.0
+
+    @classmethod
+    def from_settings(cls, *, node_id: str | None = None, **overrides: Any) -> EngineConfig:
+        from django.conf import settings
+
+        sched = settings.SCHEDULER
+        values: dict[str, Any] = {
+            "node_id": node_id or default_node_id(),
+            "partitions": int(sched["PARTITIONS"]),
+            "lease_ttl_s": float(sched["LEASE_TTL_S"]),
+            "lease_renew_s": float(sched["LEASE_RENEW_S"]),
+            "lookahead_s": float(sched["LOOKAHEAD_S"]),
+            "claim_batch": int(sched["CLAIM_BATCH"]),
+            "run_lease_s": float(sched["RUN_LEASE_S"]),
+            "publish_sweep_after_s": float(sched["PUBLISH_SWEEP_AFTER_S"]),
+            "redis_url": settings.REDIS_URL,
+            "broker_url": broker_redis_url(settings.CELERY_BROKER_URL),
+            "republish_after_s": 2 * float(sched["RUN_LEASE_S"]),
+        }
+        values.update(overrides)
+        config = cls(**values)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if self.lease_renew_s >= self.lease_ttl_s:
+            raise ValueError(
+                f"lease renewal ({self.lease_renew_s}s) must be shorter than the lease TTL "
+                f"({self.lease_ttl_s}s), or every lease lapses between renewals"
+            )
+        if self.partitions < 1 or self.claim_batch < 1:
+            raise ValueError("partitions and claim batch must be positive")
+
+    @property
+    def lease_ttl_ms(self) -> int:
+        return int(self.lease_ttl_s * 1000)

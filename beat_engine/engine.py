@@ -1,0 +1,250 @@
+"""BeatEngine: tick() keeps leases, claims due firings, fires timers, and says how long to sleep."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+import redis
+from django.db import connection
+
+from beat_engine import metrics
+from beat_engine.claims import claim_due_batch
+from beat_engine.clock import Clock
+from beat_engine.config import EngineConfig
+from beat_engine.errors import FencedOut
+from beat_engine.fencing import epochs_current
+from beat_engine.heap import DueEntry, DueHeap
+from beat_engine.horizon import load_horizon, load_jobs
+from beat_engine.leases import Lease, LeaseStore
+from beat_engine.notifications import ChangeFeed
+from beat_engine.ownership import Ownership
+from beat_engine.publisher import Publisher, QueuedRun, sweep_lost_publishes
+from beat_engine.timers import fire_timers
+
+logger = logging.getLogger("beat_engine")
+
+
+class BeatEngine:
+    def __init__(
+        self,
+        *,
+        config: EngineConfig,
+        clock: Clock,
+        store: LeaseStore,
+        publisher: Publisher,
+        feed: ChangeFeed | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.heap = DueHeap()
+        self.feed = feed
+        self._publisher = publisher
+        self.ownership = Ownership(config=config, clock=clock, store=store)
+        self._loaded_until: dict[int, datetime] = {}
+        now_mono = clock.monotonic()
+        self._next_refresh_mono = now_mono
+        self._next_timer_mono = now_mono
+        self._next_sweep_mono = now_mono
+
+    @property
+    def leases(self) -> dict[int, Lease]:
+        return self.ownership.leases
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def tick(self) -> float:
+        """One pass; returns the seconds the caller may sleep before the next one."""
+        mono = self.clock.monotonic()
+        changes = self.feed.drain() if self.feed is not None else None
+        if changes is not None and changes.nodes_changed:
+            self.ownership.rebalance_soon()
+        gained, lost = self.ownership.maintain(mono)
+        self._forget(lost)
+        now = self.clock.now()
+        if gained or mono >= self._next_refresh_mono:
+            self._refresh(now, None if mono >= self._next_refresh_mono else gained)
+        if changes is not None and changes.jobs:
+            self._reload_jobs(changes.jobs)
+        busy = self._claim_due()
+        if mono >= self._next_timer_mono:
+            self._fire_timers(self.clock.now())
+            self._next_timer_mono = mono + self.config.timer_poll_s
+        if mono >= self._next_sweep_mono:
+            self._sweep(self.clock.now())
+            self._next_sweep_mono = mono + self.config.sweep_s
+        return 0.0 if busy else self._sleep_for()
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick until ``stop`` is set, then release every lease at once."""
+        try:
+            while not stop.is_set():
+                try:
+                    wait = self.tick()
+                except Exception:
+                    # The loop's one broad except: a database or Redis outage must not end
+                    # the node; the next tick retries on a fresh connection.
+                    logger.exception("beat.tick_failed", extra={"node": self.config.node_id})
+                    metrics.count(metrics.ENGINE_ERRORS)
+                    connection.close()
+                    wait = 1.0
+                if wait > 0 and not stop.is_set():
+                    if self.feed is not None:
+                        self.feed.wait(wait)
+                    else:
+                        self.clock.sleep(wait)
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        self._forget(self.ownership.release_all())
+        if self.feed is not None:
+            self.feed.close()
+
+    # --- selection --------------------------------------------------------------------------
+
+    def _forget(self, partitions: Iterable[int]) -> None:
+        gone = list(partitions)
+        self.heap.drop_partitions(gone)
+        for partition in gone:
+            self._loaded_until.pop(partition, None)
+
+    def _refresh(self, now: datetime, only: Iterable[int] | None) -> None:
+        parts = list(self.leases) if only is None else [p for p in only if p in self.leases]
+        until = now + timedelta(seconds=self.config.lookahead_s)
+        page = load_horizon(parts, until=until, page=self.config.horizon_page)
+        self.heap.push_many(page.entries)
+        self._loaded_until.update(page.loaded_until)
+        if only is None:
+            self._next_refresh_mono = self.clock.monotonic() + self.config.refresh_s
+
+    def _reload_jobs(self, jobs: dict[uuid.UUID, int]) -> None:
+        mine = [job for job, partition in jobs.items() if partition in self.leases]
+        for job in mine:
+            self.heap.discard(job)
+        self._push_within_horizon(load_jobs(mine))
+
+    def _push_within_horizon(self, entries: Iterable[DueEntry]) -> None:
+        for entry in entries:
+            until = self._loaded_until.get(entry.partition)
+            # Beyond the horizon the next refresh loads it: memory holds the horizon only.
+            if until is not None and entry.due_at <= until:
+                self.heap.push(entry)
+
+    def _sleep_for(self) -> float:
+        mono = self.clock.monotonic()
+        wait = min(
+            self.config.max_sleep_s,
+            self.ownership.next_due_mono - mono,
+            self._next_timer_mono - mono,
+            self._next_refresh_mono - mono,
+        )
+        head = self.heap.peek()
+        if head is not None:
+            wait = min(wait, (head.due_at - self.clock.now()).total_seconds())
+        return max(0.0, wait)
+
+    # --- claims, timers, publish ------------------------------------------------------------
+
+    def _claim_due(self) -> bool:
+        """Claim due heap entries batch by batch; True when more were due than one tick takes."""
+        claimed = 0
+        while claimed < self.config.max_claims_per_tick:
+            now = self.clock.now()
+            due = self.heap.pop_due(now, self.config.claim_batch)
+            if not due:
+                return False
+            epochs = self.ownership.usable_epochs(self.clock.monotonic())
+            result = claim_due_batch(due, epochs=epochs, now=now)
+            self._fenced(result.fenced_out)
+            self._push_within_horizon(result.next_due)
+            published = self._publish(result.queued)
+            claimed += len(due)
+            metrics.count(metrics.FIRINGS_CLAIMED, result.claimed)
+            metrics.count(metrics.FIRINGS_MISSED, result.missed)
+            logger.info(
+                "beat.claim",
+                extra={
+                    "node": self.config.node_id,
+                    "due": len(due),
+                    "claimed": result.claimed,
+                    "published": published,
+                    "missed": result.missed,
+                    "pending": result.pending,
+                },
+            )
+        return bool(self.heap.pop_due(self.clock.now(), 0) or self._head_due())
+
+    def _head_due(self) -> bool:
+        head = self.heap.peek()
+        return head is not None and head.due_at <= self.clock.now()
+
+    def _fire_timers(self, now: datetime) -> None:
+        epochs = self.ownership.usable_epochs(self.clock.monotonic())
+        if not epochs:
+            return
+        result = fire_timers(epochs, now=now, limit=self.config.claim_batch)
+        self._fenced(result.fenced_out)
+        published = self._publish(result.queued)
+        metrics.count(metrics.TIMERS_FIRED, result.fired)
+        metrics.count(metrics.RUNS_REAPED, result.reaped)
+        metrics.count(metrics.RUNS_DEAD, result.dead)
+        if result.fired or result.reaped or result.dead:
+            logger.info(
+                "beat.timers",
+                extra={
+                    "node": self.config.node_id,
+                    "fired": result.fired,
+                    "reaped": result.reaped,
+                    "dead": result.dead,
+                    "published": published,
+                },
+            )
+
+    def _sweep(self, now: datetime) -> None:
+        epochs = self.ownership.usable_epochs(self.clock.monotonic())
+        runs = sweep_lost_publishes(
+            sorted(epochs),
+            now=now,
+            unpublished_after=timedelta(seconds=self.config.publish_sweep_after_s),
+            republish_after=timedelta(seconds=self.config.republish_after_s),
+            limit=self.config.claim_batch,
+        )
+        if runs:
+            published = self._publish(runs)
+            metrics.count(metrics.RUNS_REPUBLISHED, published)
+            logger.info("beat.republish", extra={"node": self.config.node_id, "runs": published})
+
+    def _publish(self, runs: Sequence[QueuedRun]) -> int:
+        if not runs:
+            return 0
+        epochs = self.ownership.usable_epochs(self.clock.monotonic())
+        mine = {p: epochs[p] for p in {r.partition for r in runs} if p in epochs}
+        # Invariant 3: a node paused between its claim and this push may have been replaced;
+        # it then publishes nothing and leaves the runs to the new owner's sweep.
+        current = epochs_current(mine)
+        self._fenced(FencedOut(frozenset({r.partition for r in runs}) - current))
+        sendable = [r for r in runs if r.partition in current]
+        try:
+            published = self._publisher.publish(sendable, epochs=mine, now=self.clock.now)
+        except redis.RedisError:
+            # The runs stay queued and unpublished in the database: the sweep sends them later.
+            logger.warning("beat.publish_failed", extra={"runs": len(sendable)}, exc_info=True)
+            return 0
+        metrics.count(metrics.RUNS_PUBLISHED, published)
+        logger.info("beat.publish", extra={"node": self.config.node_id, "runs": published})
+        return published
+
+    def _fenced(self, fenced: FencedOut | None) -> None:
+        if fenced is None or not fenced.partitions:
+            return
+        dropped = self.ownership.drop(fenced.partitions)
+        self._forget(dropped)
+        metrics.count(metrics.FENCED, len(fenced.partitions))
+        logger.warning(
+            "beat.fenced",
+            extra={"node": self.config.node_id, "partitions": sorted(fenced.partitions)},
+        )

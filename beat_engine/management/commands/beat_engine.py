@@ -1,0 +1,51 @@
+"""Run one beat engine node until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from beat_engine.config import EngineConfig
+from beat_engine.runtime import JsonLineFormatter, build_engine
+
+
+class Command(BaseCommand):
+    help = "Run one node of the distributed beat engine; any number may run at once."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--node-id", default=None, help="stable name of this node")
+        parser.add_argument(
+            "--log-format", choices=["json", "plain"], default="json",
+            help="json: one object per line with the event's fields",
+        )  # fmt: skip
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["log_format"] == "json":
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(JsonLineFormatter())
+            engine_logger = logging.getLogger("beat_engine")
+            engine_logger.addHandler(handler)
+            engine_logger.setLevel(logging.INFO)
+            engine_logger.propagate = False
+        config = EngineConfig.from_settings(node_id=options["node_id"])
+        stop = threading.Event()
+
+        def _stop(signum: int, frame: FrameType | None) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        engine = build_engine(config)
+        logging.getLogger("beat_engine").info(
+            "beat.start",
+            extra={"node": config.node_id, "partitions": config.partitions,
+                   "lease_ttl_s": config.lease_ttl_s},
+        )  # fmt: skip
+        engine.run(stop)
+        logging.getLogger("beat_engine").info("beat.stop", extra={"node": config.node_id})

@@ -1,0 +1,128 @@
+"""Which partitions this node holds: heartbeat, rendezvous target, acquire/extend/release."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import redis
+
+from beat_engine.clock import Clock
+from beat_engine.config import EngineConfig
+from beat_engine.fencing import epoch_take
+from beat_engine.leases import (
+    Lease,
+    LeaseStore,
+    lease_from_grant,
+    lease_renewed,
+    lease_usable,
+    plan_leases,
+)
+from beat_engine.metrics import LEASES_ACQUIRED, LEASES_LOST, count
+from beat_engine.partitions import assign_partitions
+
+logger = logging.getLogger("beat_engine")
+
+
+class Ownership:
+    def __init__(self, *, config: EngineConfig, clock: Clock, store: LeaseStore) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = store
+        self.leases: dict[int, Lease] = {}
+        self.next_due_mono = clock.monotonic()
+
+    @property
+    def node(self) -> str:
+        return self.config.node_id
+
+    def rebalance_soon(self) -> None:
+        self.next_due_mono = float("-inf")
+
+    def usable_epochs(self, mono: float) -> dict[int, int]:
+        return {p: lease.epoch for p, lease in self.leases.items() if lease_usable(lease, mono)}
+
+    def maintain(self, mono: float) -> tuple[list[int], list[int]]:
+        """Heartbeat, renew, rebalance when due; returns (partitions gained, partitions lost)."""
+        if mono < self.next_due_mono:
+            return [], []
+        cfg = self.config
+        sent = self.clock.monotonic()
+        live = self.store.heartbeat(self.node, cfg.lease_ttl_ms)
+        lost = self._renew(sent)
+        desired = assign_partitions(cfg.partitions, live).get(self.node, frozenset())
+        plan = plan_leases(desired=desired, held=self.leases)
+        lost.extend(self.drop(plan.release, reason="rebalance"))
+        gained = [p for p in sorted(plan.acquire) if self._acquire(p)]
+        self.next_due_mono = sent + cfg.lease_renew_s
+        if gained or lost:
+            logger.info(
+                "beat.lease.owned",
+                extra={"node": self.node, "owned": sorted(self.leases), "live_nodes": live},
+            )
+        return gained, lost
+
+    def _renew(self, sent: float) -> list[int]:
+        cfg = self.config
+        held = sorted(self.leases)
+        extended = set(self.store.extend(held, self.node, cfg.lease_ttl_ms))
+        lost = [p for p in held if p not in extended]
+        for p in held:
+            if p in extended:
+                self.leases[p] = lease_renewed(
+                    self.leases[p], sent_at_mono=sent, ttl_s=cfg.lease_ttl_s,
+                    renew_s=cfg.lease_renew_s,
+                )  # fmt: skip
+            else:
+                del self.leases[p]
+        if lost:
+            count(LEASES_LOST, len(lost))
+            logger.warning("beat.lease.lost", extra={"node": self.node, "partitions": lost})
+        return lost
+
+    def _acquire(self, partition: int) -> bool:
+        cfg = self.config
+        sent = self.clock.monotonic()
+        if not self.store.acquire(partition, self.node, cfg.lease_ttl_ms):
+            return False  # still held by its previous owner, which lets go at its next renewal
+        taken = False
+        try:
+            epoch = epoch_take(partition=partition, node=self.node, now=self.clock.now())
+            taken = True
+        finally:
+            if not taken:
+                # Without an epoch the lease is useless; free it for a node that can use it.
+                self.store.release([partition], self.node)
+        self.leases[partition] = lease_from_grant(
+            partition=partition, node=self.node, epoch=epoch, sent_at_mono=sent,
+            ttl_s=cfg.lease_ttl_s, renew_s=cfg.lease_renew_s,
+        )  # fmt: skip
+        count(LEASES_ACQUIRED)
+        logger.info(
+            "beat.lease.acquired",
+            extra={"node": self.node, "partition": partition, "epoch": epoch},
+        )
+        return True
+
+    def drop(self, partitions: Iterable[int], *, reason: str = "fenced") -> list[int]:
+        gone = sorted(p for p in partitions if p in self.leases)
+        for p in gone:
+            del self.leases[p]
+        if gone:
+            self.store.release(gone, self.node)
+            logger.info(
+                "beat.lease.released",
+                extra={"node": self.node, "partitions": gone, "reason": reason},
+            )
+        return gone
+
+    def release_all(self) -> list[int]:
+        """SIGTERM: give every lease back now, so others need not wait for the TTL."""
+        gone = sorted(self.leases)
+        try:
+            self.drop(gone, reason="shutdown")
+            self.store.leave(self.node)
+        except redis.RedisError:
+            logger.warning("beat.lease.release_failed", extra={"node": self.node}, exc_info=True)
+        self.leases.clear()
+        return gone

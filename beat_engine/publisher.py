@@ -1,0 +1,178 @@
+"""Pipelined publish of Celery protocol-2 messages straight into the Redis broker lists."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import redis
+from django.db import connection
+
+from beat_engine.fencing import server_cursor
+from jobs.states import RunState
+
+EXECUTE_TASK = "jobs.execute_run"
+# kombu's Redis transport: a message of priority p goes to the list "<queue>\x06\x16<step>",
+# where step is the largest of its priority steps not above p; step 0 is the bare queue name.
+PRIORITY_SEP = "\x06\x16"
+PRIORITY_STEPS = (0, 3, 6, 9)
+# Messages per LPUSH: big enough to amortise the round trip, small enough not to stall Redis.
+_PUSH_CHUNK = 1000
+_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+
+@dataclass(frozen=True)
+class QueuedRun:
+    """A run the database holds as queued at ``attempt``: what a message must carry."""
+
+    run_id: uuid.UUID
+    attempt: int
+    partition: int
+    queue: str
+    priority: int
+
+
+def queue_key(queue: str, priority: int) -> str:
+    step = max(s for s in PRIORITY_STEPS if s <= max(0, min(9, priority)))
+    return f"{queue}{PRIORITY_SEP}{step}" if step else queue
+
+
+def build_message(run: QueuedRun, *, origin: str, epoch: int = 0) -> str:
+    """The JSON envelope kombu's Redis transport stores, holding a Celery protocol-2 task.
+
+    Messages carry ids only (RELIABILITY: the worker loads everything else from the database).
+    """
+    task_id = str(uuid.uuid4())
+    args = [str(run.run_id), run.attempt]
+    body = json.dumps([args, {}, _EMBED], separators=(",", ":")).encode()
+    envelope = {
+        "body": base64.b64encode(body).decode("ascii"),
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {
+            "lang": "py",
+            "task": EXECUTE_TASK,
+            "id": task_id,
+            "shadow": None,
+            "eta": None,
+            "expires": None,
+            "group": None,
+            "group_index": None,
+            "retries": 0,
+            "timelimit": [None, None],
+            "root_id": task_id,
+            "parent_id": None,
+            "argsrepr": repr(args),
+            "kwargsrepr": "{}",
+            "origin": origin,
+            "ignore_result": True,
+            "replaced_task_nesting": 0,
+            "stamped_headers": None,
+            "stamps": {},
+            # Which partition lease (fencing epoch) the sender held when it pushed: lets
+            # operators and the fault tests tell a zombie's message from an owner's.
+            "sched_partition": run.partition,
+            "sched_epoch": epoch,
+        },
+        "properties": {
+            "correlation_id": task_id,
+            "reply_to": "",
+            "delivery_mode": 2,
+            "delivery_info": {"exchange": "", "routing_key": run.queue},
+            "priority": run.priority,
+            "body_encoding": "base64",
+            "delivery_tag": str(uuid.uuid4()),
+        },
+    }
+    return json.dumps(envelope, separators=(",", ":"))
+
+
+MARK_PUBLISHED_SQL = f"""
+UPDATE jobs_jobrun
+   SET published_at = %s,
+       lateness = CASE WHEN attempt = 1 AND lateness IS NULL AND due_at IS NOT NULL
+                       THEN %s - due_at ELSE lateness END
+ WHERE id = ANY(%s::uuid[]) AND state = '{RunState.QUEUED.value}'
+"""
+
+
+class Publisher:
+    def __init__(self, client: redis.Redis[bytes], *, origin: str) -> None:
+        self._client = client
+        self._origin = origin
+
+    def push(self, runs: Sequence[QueuedRun], epochs: Mapping[int, int]) -> None:
+        """LPUSH every message, one pipeline round trip for the lot (no per-message path)."""
+        by_key: dict[str, list[str]] = defaultdict(list)
+        for run in runs:
+            by_key[queue_key(run.queue, run.priority)].append(
+                build_message(run, origin=self._origin, epoch=epochs.get(run.partition, 0))
+            )
+        pipe = self._client.pipeline(transaction=False)
+        for key, messages in by_key.items():
+            for start in range(0, len(messages), _PUSH_CHUNK):
+                pipe.lpush(key, *messages[start : start + _PUSH_CHUNK])
+        pipe.execute()
+
+    def publish(
+        self,
+        runs: Sequence[QueuedRun],
+        *,
+        epochs: Mapping[int, int],
+        now: Callable[[], datetime],
+    ) -> int:
+        """Push, then mark published (outbox): a crash between them leaves the runs for the
+        sweep to publish again, and the worker's compare-and-set drops the duplicate."""
+        if not runs:
+            return 0
+        self.push(runs, epochs)
+        published_at = now()
+        with server_cursor() as cursor:
+            cursor.execute(
+                MARK_PUBLISHED_SQL, [published_at, published_at, [r.run_id for r in runs]]
+            )
+        return len(runs)
+
+
+SWEEP_SQL = f"""
+UPDATE jobs_jobrun r
+   SET published_at = NULL
+  FROM jobs_job j
+ WHERE r.id IN (
+       SELECT id FROM jobs_jobrun
+        WHERE partition = ANY(%s::int[]) AND state = '{RunState.QUEUED.value}'
+          AND ((published_at IS NULL AND queued_at <= %s) OR published_at <= %s)
+        ORDER BY queued_at
+        LIMIT %s
+          FOR UPDATE SKIP LOCKED)
+   AND j.id = r.job_id
+RETURNING r.id, r.attempt, r.partition, j.queue, j.priority
+"""
+
+
+def sweep_lost_publishes(
+    partitions: Sequence[int],
+    *,
+    now: datetime,
+    unpublished_after: timedelta,
+    republish_after: timedelta,
+    limit: int,
+) -> list[QueuedRun]:
+    """Queued runs whose publish was lost: never marked published (crash between commit and
+    push) or published long ago and never started (the broker lost the message).
+
+    They are returned unmarked so that the caller publishes and marks them like new ones.
+    """
+    if not partitions:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SWEEP_SQL,
+            [list(partitions), now - unpublished_after, now - republish_after, limit],
+        )
+        return [QueuedRun(row[0], row[1], row[2], row[3], row[4]) for row in cursor.fetchall()]

@@ -1,0 +1,152 @@
+"""Durable timers fired from the database: due pending/retry_wait runs and expired run leases."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
+
+from beat_engine.errors import FencedOut
+from beat_engine.fencing import fence
+from beat_engine.publisher import QueuedRun
+from jobs.states import TIMER_STATES, AttemptOutcome, RunState
+
+_TIMER_STATES = sorted(state.value for state in TIMER_STATES)
+
+# Each UPDATE is a compare-and-set: the WHERE repeats the source state (and attempt), so a
+# worker or another node that moved the run first makes it a no-op (Invariant 3).
+FIRE_TIMERS_SQL = f"""
+WITH mine(partition, epoch) AS (SELECT * FROM unnest(%s::int[], %s::bigint[])),
+due AS (
+    SELECT id FROM jobs_jobrun
+     WHERE partition = ANY(%s::int[]) AND state = ANY(%s::text[]) AND due_at <= %s
+     ORDER BY due_at, scheduled_for
+     LIMIT %s
+       FOR UPDATE SKIP LOCKED)
+UPDATE jobs_jobrun r
+   SET state = '{RunState.QUEUED.value}', attempt = r.attempt + 1, queued_at = %s,
+       epoch = mine.epoch, published_at = NULL
+  FROM due, mine, jobs_job j
+ WHERE r.id = due.id AND mine.partition = r.partition AND j.id = r.job_id
+   AND r.state = ANY(%s::text[])
+RETURNING r.id, r.attempt, r.partition, j.queue, j.priority
+"""
+
+EXPIRED_LEASES_SQL = f"""
+SELECT r.id, r.attempt, r.partition, j.max_attempts
+  FROM jobs_jobrun r JOIN jobs_job j ON j.id = r.job_id
+ WHERE r.partition = ANY(%s::int[]) AND r.state = '{RunState.RUNNING.value}'
+   AND r.lease_until < %s
+ ORDER BY r.lease_until
+ LIMIT %s
+   FOR UPDATE OF r SKIP LOCKED
+"""
+
+REQUEUE_LOST_SQL = f"""
+UPDATE jobs_jobrun r
+   SET state = '{RunState.QUEUED.value}', attempt = r.attempt + 1, queued_at = %s,
+       epoch = u.epoch, published_at = NULL, lease_until = NULL, worker = '',
+       started_at = NULL, heartbeat_at = NULL,
+       last_error = 'attempt ' || r.attempt || ': lease expired (worker lost)'
+  FROM unnest(%s::uuid[], %s::int[], %s::bigint[]) AS u(id, attempt, epoch), jobs_job j
+ WHERE r.id = u.id AND r.state = '{RunState.RUNNING.value}' AND r.attempt = u.attempt
+   AND j.id = r.job_id
+RETURNING r.id, r.attempt, r.partition, j.queue, j.priority
+"""
+
+KILL_LOST_SQL = f"""
+UPDATE jobs_jobrun r
+   SET state = '{RunState.DEAD.value}', finished_at = %s,
+       last_error = 'attempt ' || r.attempt || ' of ' || r.attempt
+                    || ': lease expired (worker lost); no attempts left'
+  FROM unnest(%s::uuid[], %s::int[]) AS u(id, attempt)
+ WHERE r.id = u.id AND r.state = '{RunState.RUNNING.value}' AND r.attempt = u.attempt
+RETURNING r.id, r.job_id, r.tenant_id, r.attempt, r.last_error
+"""
+
+DEAD_LETTER_SQL = """
+INSERT INTO jobs_deadletter (run_id, job_id, tenant_id, attempts, last_error, moved_at,
+                             replay_count)
+SELECT u.run_id, u.job_id, u.tenant_id, u.attempts, u.last_error, %s, 0
+  FROM unnest(%s::uuid[], %s::uuid[], %s::bigint[], %s::int[], %s::text[])
+       AS u(run_id, job_id, tenant_id, attempts, last_error)
+ON CONFLICT (run_id) DO UPDATE
+   SET attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error,
+       moved_at = EXCLUDED.moved_at
+"""
+
+LOSE_ATTEMPTS_SQL = f"""
+UPDATE jobs_runattempt a
+   SET outcome = '{AttemptOutcome.LOST.value}', finished_at = %s,
+       error = 'lease expired: the worker stopped heartbeating'
+  FROM unnest(%s::uuid[], %s::int[]) AS u(run_id, attempt)
+ WHERE a.run_id = u.run_id AND a.attempt = u.attempt AND a.outcome = ''
+"""
+
+
+@dataclass
+class TimerResult:
+    queued: list[QueuedRun] = field(default_factory=list)
+    fired: int = 0
+    reaped: int = 0
+    dead: int = 0
+    fenced_out: FencedOut | None = None
+
+
+def fire_timers(epochs: Mapping[int, int], *, now: datetime, limit: int) -> TimerResult:
+    """In one fenced transaction: queue due pending/retry_wait runs as their next attempt, and
+    re-queue (or dead-letter, when attempts are spent) running runs whose lease expired."""
+    result = TimerResult()
+    with transaction.atomic():
+        ours = fence(epochs, now=now)
+        if ours != frozenset(epochs):
+            result.fenced_out = FencedOut(frozenset(epochs) - ours)
+        if not ours:
+            return result
+        parts = sorted(ours)
+        mine = {p: epochs[p] for p in parts}
+        with connection.cursor() as cursor:
+            cursor.execute(
+                FIRE_TIMERS_SQL,
+                [parts, [mine[p] for p in parts], parts, _TIMER_STATES, now, limit, now,
+                 _TIMER_STATES],
+            )  # fmt: skip
+            result.queued = [QueuedRun(*row) for row in cursor.fetchall()]
+            result.fired = len(result.queued)
+            _reap(cursor, result, mine, now=now, limit=limit)
+    return result
+
+
+def _reap(
+    cursor: CursorWrapper,
+    result: TimerResult,
+    epochs: Mapping[int, int],
+    *,
+    now: datetime,
+    limit: int,
+) -> None:
+    cursor.execute(EXPIRED_LEASES_SQL, [sorted(epochs), now, limit])
+    expired = cursor.fetchall()
+    if not expired:
+        return
+    retry = [(rid, att, epochs[part]) for rid, att, part, most in expired if att < most]
+    spent = [(rid, att) for rid, att, _part, most in expired if att >= most]
+    cursor.execute(LOSE_ATTEMPTS_SQL, [now, [r[0] for r in expired], [r[1] for r in expired]])
+    if retry:
+        cursor.execute(
+            REQUEUE_LOST_SQL,
+            [now, [r[0] for r in retry], [r[1] for r in retry], [r[2] for r in retry]],
+        )
+        requeued = [QueuedRun(*row) for row in cursor.fetchall()]
+        result.queued.extend(requeued)
+        result.reaped += len(requeued)
+    if spent:
+        cursor.execute(KILL_LOST_SQL, [now, [r[0] for r in spent], [r[1] for r in spent]])
+        dead = cursor.fetchall()
+        result.dead = len(dead)
+        if dead:
+            columns = [list(column) for column in zip(*dead, strict=True)]
+            cursor.execute(DEAD_LETTER_SQL, [now, *columns])

@@ -1,0 +1,144 @@
+"""Catch-up policies, jitter, durable timers (retries, expired leases) and the publish sweep."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import redis
+
+from beat_engine.jitter import jitter_offset
+from jobs.models import DeadLetter, Job, JobRun, RunAttempt
+from jobs.states import AttemptOutcome, RunState
+from tests.support.beat_nodes import broker_messages, make_engine, message_args
+from tests.support.clock import FakeClock
+from tests.support.factories import T0, job_factory, run_factory
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _states(job: Job) -> list[str]:
+    runs = JobRun.objects.filter(job=job).order_by("scheduled_for")
+    return list(runs.values_list("state", flat=True))
+
+
+@pytest.mark.parametrize(
+    ("policy", "deadline", "expected"),
+    [
+        ("skip", None, ["missed"] * 9 + ["queued"]),
+        ("run_once", None, ["missed"] * 9 + ["queued"]),
+        ("replay_all", None, ["queued"] * 10),
+        # 10 firings one minute apart, the oldest 9.5 minutes late: a 3.5-minute deadline
+        # leaves the newest four on time.
+        ("replay_all", timedelta(minutes=3, seconds=30), ["missed"] * 6 + ["queued"] * 4),
+        ("skip", timedelta(seconds=10), ["missed"] * 10),
+        ("run_once", timedelta(seconds=10), ["missed"] * 9 + ["queued"]),
+    ],
+)
+def test_catch_up_after_an_outage_follows_the_policy(
+    redis_client: redis.Redis, policy: str, deadline: timedelta | None, expected: list[str]
+) -> None:
+    job = job_factory(
+        interval=timedelta(minutes=1), catchup_policy=policy, starting_deadline=deadline
+    )
+    clock = FakeClock(T0 + timedelta(minutes=10, seconds=30))  # the engine was down 10 minutes
+    make_engine(clock).tick()
+    assert _states(job) == expected
+    job.refresh_from_db()
+    assert job.next_fire_at == T0 + timedelta(minutes=11)
+    assert len(broker_messages(redis_client)) == expected.count("queued")
+
+
+def test_replay_all_is_bounded_by_the_job_limit(redis_client: redis.Redis) -> None:
+    job = job_factory(interval=timedelta(seconds=1), catchup_policy="replay_all", catchup_limit=5)
+    make_engine(FakeClock(T0 + timedelta(seconds=20))).tick()
+    states = _states(job)
+    assert states[-5:] == ["queued"] * 5
+    assert set(states[:-5]) == {"missed"}
+
+
+def test_jittered_firing_is_dispatched_at_its_stable_offset(redis_client: redis.Redis) -> None:
+    job = job_factory(interval=timedelta(minutes=1), jitter_window=timedelta(seconds=20))
+    offset = jitter_offset(job.id, timedelta(seconds=20))
+    clock = FakeClock(T0)
+    engine = make_engine(clock)
+    engine.tick()
+    clock.advance(timedelta(minutes=1) + offset - timedelta(milliseconds=1))
+    engine.tick()
+    assert not JobRun.objects.exists()
+    clock.advance(timedelta(milliseconds=1))
+    engine.tick()
+    run = JobRun.objects.get(job=job)
+    assert run.scheduled_for == T0 + timedelta(minutes=1)
+    assert run.due_at == run.scheduled_for + offset
+
+
+def test_retry_wait_run_is_queued_as_next_attempt_when_due(redis_client: redis.Redis) -> None:
+    job = job_factory(interval=timedelta(hours=1))
+    run = run_factory(
+        job, scheduled_for=T0, state=RunState.RETRY_WAIT, attempt=1,
+        due_at=T0 + timedelta(seconds=30),
+    )  # fmt: skip
+    clock = FakeClock(T0 + timedelta(seconds=29))
+    engine = make_engine(clock)
+    engine.tick()
+    assert JobRun.objects.get(id=run.id).state == RunState.RETRY_WAIT
+    clock.advance(timedelta(seconds=1))
+    engine.tick()
+    run.refresh_from_db()
+    assert (run.state, run.attempt) == (RunState.QUEUED, 2)
+    assert run.epoch == engine.leases[job.partition].epoch
+    assert [message_args(m) for m in broker_messages(redis_client)] == [[str(run.id), 2]]
+
+
+def test_running_run_with_expired_lease_becomes_a_new_attempt(redis_client: redis.Redis) -> None:
+    job = job_factory(interval=timedelta(hours=1), max_attempts=3)
+    run = run_factory(
+        job, scheduled_for=T0, state=RunState.RUNNING, attempt=1, started_at=T0,
+        lease_until=T0 + timedelta(seconds=30), worker="w1",
+    )  # fmt: skip
+    RunAttempt.objects.create(run=run, attempt=1, worker="w1", started_at=T0)
+    clock = FakeClock(T0 + timedelta(seconds=30))
+    engine = make_engine(clock)
+    engine.tick()
+    assert JobRun.objects.get(id=run.id).state == RunState.RUNNING  # not yet expired
+    clock.advance(timedelta(seconds=1))
+    engine.tick()
+    run.refresh_from_db()
+    assert (run.state, run.attempt, run.lease_until) == (RunState.QUEUED, 2, None)
+    assert RunAttempt.objects.get(run=run, attempt=1).outcome == AttemptOutcome.LOST
+    assert [message_args(m) for m in broker_messages(redis_client)] == [[str(run.id), 2]]
+
+
+def test_expired_lease_on_last_attempt_dead_letters_the_run(redis_client: redis.Redis) -> None:
+    job = job_factory(interval=timedelta(hours=1), max_attempts=2)
+    run = run_factory(
+        job, scheduled_for=T0, state=RunState.RUNNING, attempt=2, started_at=T0,
+        lease_until=T0,
+    )  # fmt: skip
+    make_engine(FakeClock(T0 + timedelta(seconds=1))).tick()
+    run.refresh_from_db()
+    assert run.state == RunState.DEAD
+    letter = DeadLetter.objects.get(run=run)
+    assert letter.attempts == 2
+    assert "lease expired" in letter.last_error
+    assert broker_messages(redis_client) == []
+
+
+def test_queued_run_whose_publish_was_lost_is_published_by_the_sweep(
+    redis_client: redis.Redis,
+) -> None:
+    job = job_factory(interval=timedelta(hours=1))
+    # As if a node crashed between its claim commit and its push.
+    run = run_factory(
+        job, scheduled_for=T0, state=RunState.QUEUED, attempt=1, queued_at=T0, due_at=T0
+    )
+    clock = FakeClock(T0 + timedelta(seconds=5))
+    engine = make_engine(clock, publish_sweep_after_s=30.0)
+    engine.tick()
+    assert broker_messages(redis_client) == []
+    clock.advance(timedelta(seconds=26))
+    engine.tick()
+    run.refresh_from_db()
+    assert run.published_at == clock.now()
+    assert [message_args(m) for m in broker_messages(redis_client)] == [[str(run.id), 1]]

@@ -1,0 +1,157 @@
+"""Beat engine test helpers: in-process engines on a FakeClock, and subprocess nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import connection
+
+from beat_engine.clock import Clock
+from beat_engine.config import EngineConfig
+from beat_engine.engine import BeatEngine
+from beat_engine.publisher import Publisher
+from beat_engine.redis_leases import RedisLeaseStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def make_engine(clock: Clock, node_id: str = "node-a", **overrides: Any) -> BeatEngine:
+    """An engine without a change feed: tests drive it with tick() and a FakeClock."""
+    config = EngineConfig.from_settings(node_id=node_id, **overrides)
+    client = redis.Redis.from_url(config.redis_url)
+    return BeatEngine(
+        config=config,
+        clock=clock,
+        store=RedisLeaseStore(client),
+        publisher=Publisher(redis.Redis.from_url(config.broker_url), origin=node_id),
+    )
+
+
+def broker_messages(client: redis.Redis, queue: str = "scheduler") -> list[dict[str, Any]]:
+    """Every message waiting in ``queue`` (all priority lists), oldest first."""
+    found: list[dict[str, Any]] = []
+    for key in [queue, *(f"{queue}\x06\x16{step}" for step in (3, 6, 9))]:
+        found.extend(json.loads(raw) for raw in reversed(client.lrange(key, 0, -1)))
+    return found
+
+
+def message_args(message: dict[str, Any]) -> list[Any]:
+    import base64
+
+    body = json.loads(base64.b64decode(message["body"]))
+    args: list[Any] = body[0]
+    return args
+
+
+def pause_s(seconds: float) -> None:
+    """Let real subprocesses run for a while (fault scenarios follow a timeline)."""
+    time.sleep(max(0.0, seconds))
+
+
+def wait_until(predicate: Callable[[], bool], *, timeout_s: float, what: str) -> None:
+    """Poll until true; a liveness bound, never an assertion about speed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def database_url_for_tests() -> str:
+    """DATABASE_URL pointing at the test database pytest-django created."""
+    base = os.environ["DATABASE_URL"]
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path="/" + str(connection.settings_dict["NAME"])))
+
+
+class Fault(Enum):
+    KILL = signal.SIGKILL
+    TERM = signal.SIGTERM
+    PAUSE = signal.SIGSTOP
+    RESUME = signal.SIGCONT
+
+
+@dataclass
+class BeatNode:
+    """A `manage.py beat_engine` subprocess with fault operations."""
+
+    node_id: str
+    log_dir: Path
+    env_overrides: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"{self.node_id}.log"
+
+    def start(self) -> None:
+        env = dict(os.environ)
+        env["DATABASE_URL"] = database_url_for_tests()
+        env["REDIS_URL"] = settings.REDIS_URL
+        env.pop("CELERY_BROKER_URL", None)
+        env.update(self.env_overrides)
+        self.starts += 1
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "beat_engine", "--node-id", self.node_id],
+            cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True,
+        )  # fmt: skip
+        log.close()
+
+    def signal(self, fault: Fault) -> None:
+        assert self.process is not None
+        self.process.send_signal(fault.value)
+
+    def kill(self) -> None:
+        self.signal(Fault.KILL)
+        self.wait()
+
+    def pause(self) -> None:
+        self.signal(Fault.PAUSE)
+
+    def resume(self) -> None:
+        self.signal(Fault.RESUME)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.signal(Fault.RESUME)
+            self.signal(Fault.TERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.wait()
+
+    def wait(self) -> None:
+        if self.process is not None:
+            self.process.wait(timeout=20)
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        found = []
+        if not self.log_path.exists():
+            return []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if name is None or event.get("event") == name:
+                    found.append(event)
+        return found
