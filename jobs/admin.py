@@ -25,6 +25,7 @@ from jobs.models import (
     TenantMember,
 )
 from jobs.services import jobs as job_services
+from jobs.services.dead_letters import dead_letter_replay
 
 clock = SystemClock()
 
@@ -264,6 +265,30 @@ class JobRunAdmin(ReadOnlyAdmin):
 @admin.register(DeadLetter)
 class DeadLetterAdmin(ReadOnlyAdmin):
     list_display = ("run", "job", "attempts", "moved_at", "replayed_at", "replay_count")
+    actions = ("replay",)
+
+    @admin.action(description="Replay selected dead letters (new attempt)")
+    def replay(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> None:
+        now = clock.now()
+        replayed = sum(
+            1 for letter in queryset if dead_letter_replay(run_id=letter.run_id, now=now)
+        )
+        skipped = queryset.count() - replayed
+        self.message_user(request, f"Replayed {replayed} run(s).")
+        if skipped:
+            self.message_user(
+                request,
+                f"{skipped} run(s) were not dead or failed any more and were left alone.",
+                level=messages.WARNING,
+            )
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Actions need change permission; the fields themselves stay read-only.
+        return bool(request.user.is_superuser or tenant_of(request) is not None)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [field.name for field in DeadLetter._meta.fields]
+
     list_filter = ("tenant",)
     search_fields = ("job__name", "last_error")
     list_select_related = ("job", "run")

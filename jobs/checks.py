@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Tags, register
 
 
 @register()
@@ -48,3 +48,16 @@ def check_scheduler_settings(app_configs: Any, **kwargs: Any) -> list[CheckMessa
             )
         )
     return errors
+
+
+@register(Tags.security, deploy=True)
+def check_secret_key_from_environment(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    if settings.SECRET_KEY == settings.DEV_SECRET_KEY:
+        return [
+            Error(
+                "DJANGO_SECRET_KEY is not set: the development key is public.",
+                hint="Set DJANGO_SECRET_KEY in the environment of every web, beat and worker.",
+                id="jobs.E005",
+            )
+        ]
+    return []

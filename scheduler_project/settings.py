@@ -18,7 +18,8 @@ from scheduler_project.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 # Production must set DJANGO_SECRET_KEY; the fallback only serves local development and tests.
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-insecure-key-change-me-0123456789-abcdefghijklmnop")
+DEV_SECRET_KEY = "dev-insecure-key-change-me-0123456789-abcdefghijklmnop"
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
@@ -91,8 +92,17 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / ".local" / "static"
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG and False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Behind TLS in production set DJANGO_SECURE=true: secure cookies, HTTPS redirect and HSTS,
+# which is what `manage.py check --deploy` asks for. Local runs serve plain HTTP.
+SECURE_DEPLOYMENT = env_bool("DJANGO_SECURE", False)
+SESSION_COOKIE_SECURE = SECURE_DEPLOYMENT
+CSRF_COOKIE_SECURE = SECURE_DEPLOYMENT
+SECURE_SSL_REDIRECT = SECURE_DEPLOYMENT
+SECURE_HSTS_SECONDS = 31_536_000 if SECURE_DEPLOYMENT else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_DEPLOYMENT
+SECURE_HSTS_PRELOAD = SECURE_DEPLOYMENT
+# The health check is polled over plain HTTP by load balancers inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
 LOGGING = {
     "version": 1,
@@ -118,6 +128,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Late-acked tasks still running when the broker connection drops would be redelivered and run
 # twice; cancelling them lets the redelivery be the only copy.
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# Celery's Django fixup closes every database connection before and after each task unless
+# this is set, so each run paid a new PostgreSQL connection (most of its cost). With it the
+# fixup closes them every 1000 tasks; in between, execute_run drops a broken or
+# CONN_MAX_AGE-old connection itself and CONN_HEALTH_CHECKS tests it before use.
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 # Pickle from a broker is code execution.

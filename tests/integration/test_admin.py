@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from jobs.models import Job, JobRun, JobStatus, TenantMember
+from jobs.models import DeadLetter, Job, JobRun, JobStatus, TenantMember
 from jobs.states import RunState
 from tests.support.factories import job_factory, run_factory, tenant_factory
 
@@ -93,3 +93,21 @@ def test_staff_sees_only_their_tenant() -> None:
     assert their_job.name not in body
     assert client.get(reverse("admin:jobs_job_change", args=[their_job.pk])).status_code == 302
     assert Job.objects.count() == 2
+
+
+def test_dead_letter_replay_action_queues_a_new_attempt(superuser_client: Client) -> None:
+    job = job_factory()
+    run = run_factory(job, state=RunState.DEAD, attempt=3, finished_at=job.created_at, due_at=None)
+    letter = DeadLetter.objects.create(
+        run=run, job=job, tenant=job.tenant, attempts=3, last_error="boom", moved_at=job.created_at
+    )
+    response = superuser_client.post(
+        reverse("admin:jobs_deadletter_changelist"),
+        {"action": "replay", "_selected_action": [str(letter.pk)]},
+    )
+    assert response.status_code == 302
+    run.refresh_from_db()
+    letter.refresh_from_db()
+    assert run.state == RunState.PENDING
+    assert run.due_at is not None
+    assert letter.replay_count == 1
