@@ -7,24 +7,20 @@ import logging
 import os
 import random
 import socket
-import threading
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connections
 
-from beat_engine.backoff import RetryPolicy, retry_delay
+from beat_engine.backoff import retry_delay
 from beat_engine.clock import Clock
 from jobs.metrics import counter_inc
-from jobs.models import Job, JobRun
 from jobs.outcomes import Disposition, ResultKind, TargetResult, disposition_for
-from jobs.services import runs
-from jobs.services.dedup import dedup_seen
+from jobs.services import runs, starts
+from jobs.services.starts import StartedRun
 from jobs.states import AttemptOutcome
-from jobs.targets import RunContext, invoke_guarded, job_timeout_s, prepare_invocation
+from jobs.target_threads import run_target
+from jobs.targets import RunContext, job_timeout_s, prepare_invocation
 
 logger = logging.getLogger(__name__)
 
@@ -48,48 +44,21 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def retry_policy(job: Job) -> RetryPolicy:
-    return RetryPolicy(
-        max_attempts=job.max_attempts,
-        base_delay=job.retry_base_delay,
-        max_delay=job.retry_max_delay,
-        jitter=job.retry_jitter,
-    )
+def _supervise(run: StartedRun, context: RunContext, clock: Clock) -> TargetResult:
+    """Run the target on a target thread; heartbeat the lease and watch for timeout and cancel.
 
-
-@dataclass
-class _TargetThread:
-    """The target runs here, so the task thread stays free to heartbeat, time out and cancel."""
-
-    invoke_result: TargetResult | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-
-    def run(self, invoke: Callable[[], TargetResult]) -> None:
-        try:
-            self.invoke_result = invoke_guarded(invoke)
-        finally:
-            # Django connections are per thread; one left open here would leak per run.
-            connections.close_all()
-            self.done.set()
-
-
-def _supervise(job: Job, run: JobRun, context: RunContext, clock: Clock) -> TargetResult:
-    """Run the target in a thread; heartbeat the lease and watch for timeout and cancellation.
-
-    When the supervisor stops the target, the result says why (TIMEOUT, CANCELLED or LOST). A
-    target that does not return within CANCEL_GRACE_S after being told to stop is
-    abandoned: its thread keeps running, but its attempt is ended, and any write it makes
-    through ``record_key`` is fenced out (it is no longer the running attempt).
+    The wait on the target's result is the heartbeat loop: a run that ends before its first
+    heartbeat is due writes none. When the supervisor stops the target, the result says why
+    (TIMEOUT, CANCELLED or LOST). A target that does not return within CANCEL_GRACE_S after
+    being told to stop is abandoned: its thread keeps running, but its attempt is ended, and
+    any write it makes through ``record_key`` is fenced out (it is no longer the running
+    attempt).
     """
     conf = settings.SCHEDULER
-    invoke, abort = prepare_invocation(job, context)
-    target = _TargetThread()
-    thread = threading.Thread(
-        target=target.run, args=(invoke,), name=f"run-{run.id}-{run.attempt}", daemon=True
-    )
-    thread.start()
+    invoke, abort = prepare_invocation(run.target, context)
+    target = run_target(invoke)
     heartbeat_s = float(conf["HEARTBEAT_S"])
-    deadline = clock.monotonic() + job_timeout_s(job)
+    deadline = clock.monotonic() + job_timeout_s(run.target)
     next_beat = clock.monotonic() + heartbeat_s
     stopped: ResultKind | None = None
     while not target.done.wait(max(0.0, min(next_beat, deadline) - clock.monotonic())):
@@ -101,8 +70,8 @@ def _supervise(job: Job, run: JobRun, context: RunContext, clock: Clock) -> Targ
         if stopped is not None:
             break
     if stopped is None:
-        assert target.invoke_result is not None
-        return target.invoke_result
+        assert target.result is not None
+        return target.result
     context.cancelled.set()
     abort()
     if not target.done.wait(float(conf["CANCEL_GRACE_S"])):
@@ -112,10 +81,10 @@ def _supervise(job: Job, run: JobRun, context: RunContext, clock: Clock) -> Targ
         counter_inc("scheduler_abandoned_targets_total")
     # Whatever the target returns after being told to stop, the stop reason is the outcome:
     # a cooperative target returns early precisely because its work was cut short.
-    return TargetResult(stopped, error=_stop_message(stopped, job))
+    return TargetResult(stopped, error=_stop_message(stopped, run))
 
 
-def _heartbeat(run: JobRun, clock: Clock) -> ResultKind | None:
+def _heartbeat(run: StartedRun, clock: Clock) -> ResultKind | None:
     try:
         beat = runs.run_heartbeat(run_id=run.id, attempt=run.attempt, now=clock.now())
     except Exception:  # boundary of the heartbeat loop: log, count, keep heartbeating
@@ -130,9 +99,9 @@ def _heartbeat(run: JobRun, clock: Clock) -> ResultKind | None:
     return ResultKind.CANCELLED if beat.cancel_requested else None
 
 
-def _stop_message(stopped: ResultKind, job: Job) -> str:
+def _stop_message(stopped: ResultKind, run: StartedRun) -> str:
     if stopped == ResultKind.TIMEOUT:
-        return f"timed out after {job.timeout.total_seconds():g}s"
+        return f"timed out after {run.target.timeout.total_seconds():g}s"
     if stopped == ResultKind.CANCELLED:
         return "cancelled on request"
     return "attempt superseded: lease lost"
@@ -142,39 +111,39 @@ def run_execute(
     *, run_id: uuid.UUID, attempt: int, clock: Clock, worker: str | None = None
 ) -> ExecutionOutcome:
     """Execute one delivery of (run, attempt); safe to call for duplicates and stale messages."""
-    started = runs.run_start(
+    started = starts.run_start(
         run_id=run_id, attempt=attempt, worker=worker or worker_name(), now=clock.now()
     )
-    if started.outcome == runs.StartOutcome.STALE:
+    if started.outcome == starts.StartOutcome.STALE:
         # At-least-once delivery: a redelivered or superseded message finds nothing to flip.
         logger.info(
             "execution.delivery.duplicate", extra={"run_id": str(run_id), "attempt": attempt}
         )
         counter_inc("scheduler_duplicate_deliveries_total")
         return ExecutionOutcome.STALE
-    if started.outcome == runs.StartOutcome.SKIPPED:
+    if started.outcome == starts.StartOutcome.SKIPPED:
         counter_inc("scheduler_runs_skipped_total", labels={"reason": "forbid"})
         return ExecutionOutcome.SKIPPED
     run = started.run
     assert run is not None
-    job = run.job
-    context = RunContext(
-        job_id=job.id,
-        run_id=run.id,
-        tenant_id=run.tenant_id,
-        scheduled_for=run.scheduled_for,
-        attempt=attempt,
-        idempotency_key=run.dedup_key,
-        payload=job.payload,
-        now=clock.now(),
-    )
-    if job.critical and dedup_seen(key=run.dedup_key, now=context.now):
+    if run.key_done:
         # Invariant 2: this firing's key already completed, so its effect must not happen again.
+        # The start statement looked the key up, for critical jobs only.
         counter_inc("scheduler_dedup_hits_total", labels={"source": "executor"})
         result = TargetResult(ResultKind.DUPLICATE, error="key already completed")
     else:
-        result = _supervise(job, run, context, clock)
-    return _record(job, run, result, clock.now())
+        context = RunContext(
+            job_id=run.job_id,
+            run_id=run.id,
+            tenant_id=run.tenant_id,
+            scheduled_for=run.scheduled_for,
+            attempt=attempt,
+            idempotency_key=run.dedup_key,
+            payload=run.payload,
+            now=clock.now(),
+        )
+        result = _supervise(run, context, clock)
+    return _record(run, result, clock.now())
 
 
 _ATTEMPT_OUTCOMES = {
@@ -184,8 +153,8 @@ _ATTEMPT_OUTCOMES = {
 }
 
 
-def _record(job: Job, run: JobRun, result: TargetResult, now: datetime) -> ExecutionOutcome:
-    disposition = disposition_for(result.kind, attempt=run.attempt, policy=retry_policy(job))
+def _record(run: StartedRun, result: TargetResult, now: datetime) -> ExecutionOutcome:
+    disposition = disposition_for(result.kind, attempt=run.attempt, policy=run.retry)
     outcome = _ATTEMPT_OUTCOMES.get(result.kind, AttemptOutcome.FAILED)
     if disposition == Disposition.SUCCEED:
         accepted = runs.run_succeed(
@@ -219,7 +188,7 @@ def _record(job: Job, run: JobRun, result: TargetResult, now: datetime) -> Execu
         )
         final = ExecutionOutcome.FAILED
     elif disposition == Disposition.RETRY:
-        due_at = now + retry_delay(run.attempt, retry_policy(job), _rng)
+        due_at = now + retry_delay(run.attempt, run.retry, _rng)
         accepted = runs.run_retry(
             run_id=run.id,
             attempt=run.attempt,

@@ -15,7 +15,7 @@ from django.db import connection
 
 from jobs.errors import InvalidInput, SchedulerError
 from jobs.http_client import HttpAborted, HttpCall, HttpTimeout
-from jobs.models import Job, JobRun, TargetKind
+from jobs.models import JobRun, TargetKind
 from jobs.outcomes import ResultKind, TargetResult, bounded_result, classify_http_status
 from jobs.registry import registry
 from jobs.services.dedup import dedup_record
@@ -32,6 +32,18 @@ class StaleAttempt(SchedulerError):
 
 class AlreadyDone(SchedulerError):
     """record_key() found the firing's key already recorded: its side effect already happened."""
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """The job's fields that invoking its target needs, read by the statement that starts it."""
+
+    kind: str
+    name: str
+    url: str
+    headers: dict[str, Any]
+    timeout: timedelta
+    retry_on_client_error: bool
 
 
 @dataclass
@@ -90,10 +102,10 @@ class RunContext:
             raise AlreadyDone(f"firing {self.idempotency_key} already completed")
 
 
-def http_headers(job: Job, context: RunContext) -> dict[str, str]:
+def http_headers(target: TargetSpec, context: RunContext) -> dict[str, str]:
     # The job's own headers first: validation forbids them from naming ours, and ours win anyway.
     return {
-        **{str(k): str(v) for k, v in job.target_headers.items()},
+        **{str(k): str(v) for k, v in target.headers.items()},
         "Idempotency-Key": context.idempotency_key,
         "X-Scheduler-Scheduled-For": context.scheduled_for.isoformat(),
         "X-Scheduler-Attempt": str(context.attempt),
@@ -106,33 +118,33 @@ def _max_bytes() -> int:
     return int(settings.SCHEDULER["HTTP_RESPONSE_MAX_BYTES"])
 
 
-def _invoke_callable(job: Job, context: RunContext) -> TargetResult:
-    entry = registry.get(job.target_name)
+def _invoke_callable(target: TargetSpec, context: RunContext) -> TargetResult:
+    entry = registry.get(target.name)
     if entry is None:
-        return TargetResult(ResultKind.PERMANENT, error=f"no callable {job.target_name!r}")
+        return TargetResult(ResultKind.PERMANENT, error=f"no callable {target.name!r}")
     value = entry.func(context)
     return TargetResult(ResultKind.SUCCESS, bounded_result(value, max_bytes=_max_bytes()))
 
 
-def _invoke_task(job: Job, context: RunContext) -> TargetResult:
+def _invoke_task(target: TargetSpec, context: RunContext) -> TargetResult:
     from scheduler_project.celery import app
 
-    task = app.tasks.get(job.target_name)
+    task = app.tasks.get(target.name)
     if task is None:
-        return TargetResult(ResultKind.PERMANENT, error=f"no Celery task {job.target_name!r}")
+        return TargetResult(ResultKind.PERMANENT, error=f"no Celery task {target.name!r}")
     # Called in this process, not sent as a message: the run's lease, timeout, cancellation and
     # outcome then cover the task's work, and no result backend is needed to learn how it ended.
     value = task(context.payload, scheduler_context=context.as_dict())
     return TargetResult(ResultKind.SUCCESS, bounded_result(value, max_bytes=_max_bytes()))
 
 
-def _invoke_http(job: Job, context: RunContext, call: HttpCall) -> TargetResult:
+def _invoke_http(target: TargetSpec, context: RunContext, call: HttpCall) -> TargetResult:
     try:
         response = call.post_json(
-            job.target_url,
+            target.url,
             context.payload,
-            headers=http_headers(job, context),
-            timeout_s=job.timeout.total_seconds(),
+            headers=http_headers(target, context),
+            timeout_s=target.timeout.total_seconds(),
             max_bytes=_max_bytes(),
         )
     except InvalidInput as exc:
@@ -144,7 +156,7 @@ def _invoke_http(job: Job, context: RunContext, call: HttpCall) -> TargetResult:
         return TargetResult(ResultKind.CANCELLED, error=str(exc))
     except (OSError, http.client.HTTPException) as exc:
         return TargetResult(ResultKind.RETRYABLE, error=f"{type(exc).__name__}: {exc}")
-    kind = classify_http_status(response.status, retry_on_client_error=job.retry_on_client_error)
+    kind = classify_http_status(response.status, retry_on_client_error=target.retry_on_client_error)
     result = {
         "status": response.status,
         "body": response.body.decode(errors="replace"),
@@ -155,15 +167,15 @@ def _invoke_http(job: Job, context: RunContext, call: HttpCall) -> TargetResult:
 
 
 def prepare_invocation(
-    job: Job, context: RunContext
+    target: TargetSpec, context: RunContext
 ) -> tuple[Callable[[], TargetResult], Callable[[], None]]:
     """The call to run in the target thread, and how to abort it from the supervising thread."""
-    if job.target_kind == TargetKind.HTTP:
+    if target.kind == TargetKind.HTTP:
         call = HttpCall()
-        return (lambda: _invoke_http(job, context, call)), call.abort
-    if job.target_kind == TargetKind.TASK:
-        return (lambda: _invoke_task(job, context)), context.cancelled.set
-    return (lambda: _invoke_callable(job, context)), context.cancelled.set
+        return (lambda: _invoke_http(target, context, call)), call.abort
+    if target.kind == TargetKind.TASK:
+        return (lambda: _invoke_task(target, context)), context.cancelled.set
+    return (lambda: _invoke_callable(target, context)), context.cancelled.set
 
 
 def invoke_guarded(invoke: Callable[[], TargetResult]) -> TargetResult:
@@ -180,5 +192,5 @@ def invoke_guarded(invoke: Callable[[], TargetResult]) -> TargetResult:
         return TargetResult(ResultKind.RETRYABLE, error=f"{type(exc).__name__}: {exc}")
 
 
-def job_timeout_s(job: Job) -> float:
-    return max(job.timeout, timedelta(seconds=0.001)).total_seconds()
+def job_timeout_s(target: TargetSpec) -> float:
+    return max(target.timeout, timedelta(seconds=0.001)).total_seconds()

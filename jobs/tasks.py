@@ -6,6 +6,7 @@ import logging
 import uuid
 
 from celery import shared_task
+from django.db import close_old_connections
 
 from beat_engine.clock import SystemClock
 from jobs.execution import run_execute
@@ -32,6 +33,11 @@ def execute_run(run_id: str, attempt: int) -> str:
         logger.error("execution.message.malformed", extra={"run_id": run_id, "attempt": attempt})
         counter_inc("scheduler_malformed_messages_total")
         return "malformed"
+    # Connections outlive tasks (CELERY_DB_REUSE_MAX): as Django does per request, drop one
+    # that is broken or older than CONN_MAX_AGE, and re-arm CONN_HEALTH_CHECKS, so a connection
+    # the database closed while the worker idled is replaced before the start's CAS, not found
+    # broken by it.
+    close_old_connections()
     return run_execute(run_id=parsed, attempt=attempt_no, clock=SystemClock()).value
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -11,9 +10,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from psycopg.types.json import Jsonb
 
-from jobs.models import ConcurrencyPolicy, DeadLetter, Job, JobRun, RunAttempt
-from jobs.services.dedup import dedup_record
+from jobs.models import DeadLetter, JobRun, RunAttempt
+from jobs.services.dedup import dedup_ttl
 from jobs.states import AttemptOutcome, RunState, sources_of
 
 # Errors are kept for people to read, not as logs: long tracebacks are cut.
@@ -58,20 +58,6 @@ def run_request_cancel(*, run_id: uuid.UUID, now: datetime) -> bool:
     )
 
 
-class StartOutcome(enum.Enum):
-    STARTED = "started"
-    # Zero rows matched (state, attempt): a duplicate or stale message, dropped by the caller.
-    STALE = "stale"
-    # The job forbids overlap and another run of it is running: recorded as skipped.
-    SKIPPED = "skipped"
-
-
-@dataclass(frozen=True)
-class StartResult:
-    outcome: StartOutcome
-    run: JobRun | None = None
-
-
 @dataclass(frozen=True)
 class Heartbeat:
     # False once the attempt is no longer current (reaped, finished): the worker is a zombie.
@@ -81,66 +67,6 @@ class Heartbeat:
 
 def run_lease() -> timedelta:
     return timedelta(seconds=settings.SCHEDULER["RUN_LEASE_S"])
-
-
-def _apply_concurrency_policy(*, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
-    """Enforce forbid/replace for the run about to start; False when it was skipped."""
-    row = JobRun.objects.filter(id=run_id).values_list("job_id", "job__concurrency_policy").first()
-    if row is None or row[1] == ConcurrencyPolicy.ALLOW:
-        return True
-    job_id, policy = row
-    # Lock the job row so two runs of one job starting at once see each other: without it both
-    # could find "nothing running" and overlap under forbid.
-    list(Job.objects.select_for_update(no_key=True).filter(id=job_id).values_list("id"))
-    others = JobRun.objects.filter(job_id=job_id, state=RunState.RUNNING).exclude(id=run_id)
-    if policy == ConcurrencyPolicy.FORBID and others.exists():
-        run_transition(
-            run_id=run_id,
-            to=RunState.SKIPPED,
-            attempt=attempt,
-            from_states=[RunState.QUEUED],
-            finished_at=now,
-            last_error="skipped: the previous run of this job is still running (forbid)",
-        )
-        return False
-    if policy == ConcurrencyPolicy.REPLACE:
-        # The running attempts stop at their next heartbeat; this run does not wait for them.
-        others.update(cancel_requested=True)
-    return True
-
-
-@transaction.atomic
-def run_start(*, run_id: uuid.UUID, attempt: int, worker: str, now: datetime) -> StartResult:
-    """Compare-and-set queued -> running for exactly this attempt, then open its attempt row."""
-    if not _apply_concurrency_policy(run_id=run_id, attempt=attempt, now=now):
-        skipped = JobRun.objects.filter(id=run_id, attempt=attempt, state=RunState.SKIPPED)
-        return StartResult(StartOutcome.SKIPPED if skipped.exists() else StartOutcome.STALE)
-    started = run_transition(
-        run_id=run_id,
-        to=RunState.RUNNING,
-        attempt=attempt,
-        from_states=[RunState.QUEUED],
-        started_at=now,
-        heartbeat_at=now,
-        lease_until=now + run_lease(),
-        worker=worker,
-        finished_at=None,
-    )
-    if not started:
-        return StartResult(StartOutcome.STALE)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO jobs_runattempt (run_id, attempt, epoch, worker, queued_at, started_at,
-                                         outcome, error)
-            SELECT id, attempt, epoch, worker, queued_at, started_at, '', ''
-              FROM jobs_jobrun WHERE id = %s
-            ON CONFLICT (run_id, attempt) DO UPDATE
-               SET worker = EXCLUDED.worker, started_at = EXCLUDED.started_at
-            """,
-            [run_id],
-        )
-    return StartResult(StartOutcome.STARTED, JobRun.objects.select_related("job").get(id=run_id))
 
 
 def run_heartbeat(*, run_id: uuid.UUID, attempt: int, now: datetime) -> Heartbeat:
@@ -160,19 +86,39 @@ def run_heartbeat(*, run_id: uuid.UUID, attempt: int, now: datetime) -> Heartbea
     return Heartbeat(alive=True, cancel_requested=bool(row[0]))
 
 
-def _close_attempt(
-    *, run_id: uuid.UUID, attempt: int, accepted: bool, outcome: str, error: str, now: datetime
-) -> None:
-    """Write the attempt's own row: its outcome when accepted, else only that it ended late."""
-    attempts = RunAttempt.objects.filter(run_id=run_id, attempt=attempt)
-    if accepted:
-        attempts.update(outcome=outcome, error=error[:ERROR_MAX_CHARS], finished_at=now)
-        return
-    # Invariant 3: a zombie may note on its own row when it ended, never the run's outcome; the
-    # reaper's 'lost' verdict stays.
-    note = f"late {outcome} refused: attempt {attempt} is no longer current. {error}"
-    attempts.filter(finished_at__isnull=True).update(finished_at=now, error=note[:ERROR_MAX_CHARS])
-    attempts.filter(outcome="").update(outcome=AttemptOutcome.LOST)
+# The outcome in one statement: the CAS on (id, attempt, running) decides, and only a row it
+# moved gets its attempt closed (and, on success, the firing's key recorded), so they commit
+# together with no explicit transaction and one round trip.
+_FINISH_SQL = """
+WITH finished AS (
+    UPDATE jobs_jobrun SET {assignments}
+     WHERE id = %(run_id)s AND attempt = %(attempt)s AND state = %(running)s
+    RETURNING id, attempt, job_id, tenant_id, dedup_key
+), closed AS (
+    UPDATE jobs_runattempt AS a
+       SET outcome = %(outcome)s, error = %(last_error)s, finished_at = %(now)s
+      FROM finished AS f
+     WHERE a.run_id = f.id AND a.attempt = f.attempt
+){keyed}
+SELECT job_id, tenant_id FROM finished
+"""
+
+# dedup_record's upsert, fed by the CAS: a key the callable already recorded with its effect
+# stays as it is; only an expired one is replaced.
+_RECORD_KEY_CTE = """, keyed AS (
+    INSERT INTO jobs_dedupkey (key, tenant_id, job_id, run_id, outcome, created_at, expires_at)
+    SELECT dedup_key, tenant_id, job_id, id, 'succeeded', %(now)s, %(key_expires_at)s
+      FROM finished
+    ON CONFLICT (key) DO UPDATE
+       SET tenant_id = EXCLUDED.tenant_id, job_id = EXCLUDED.job_id,
+           run_id = EXCLUDED.run_id, outcome = EXCLUDED.outcome,
+           created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+     WHERE jobs_dedupkey.expires_at <= EXCLUDED.created_at
+)
+"""
+
+# Columns an outcome may set besides state, lease and error; names come from here, never input.
+_FINISH_COLUMNS = frozenset({"finished_at", "due_at", "result"})
 
 
 def _finish(
@@ -183,24 +129,49 @@ def _finish(
     outcome: str,
     error: str,
     now: datetime,
+    record_key: bool = False,
     **fields: Any,
-) -> bool:
-    accepted = run_transition(
-        run_id=run_id,
-        to=to,
-        attempt=attempt,
-        from_states=[RunState.RUNNING],
-        lease_until=None,
-        last_error=error[:ERROR_MAX_CHARS],
-        **fields,
+) -> tuple[uuid.UUID, int] | None:
+    """The run's (job_id, tenant_id) when the outcome was accepted, None when refused."""
+    assert fields.keys() <= _FINISH_COLUMNS, fields.keys()
+    if "result" in fields:
+        fields["result"] = None if fields["result"] is None else Jsonb(fields["result"])
+    values = {"state": to.value, "lease_until": None, "last_error": error[:ERROR_MAX_CHARS]}
+    values.update(fields)
+    sql = _FINISH_SQL.format(
+        assignments=", ".join(f"{column} = %({column})s" for column in values),
+        keyed=_RECORD_KEY_CTE if record_key else "",
     )
-    _close_attempt(
-        run_id=run_id, attempt=attempt, accepted=accepted, outcome=outcome, error=error, now=now
-    )
-    return accepted
+    params = {
+        **values,
+        "run_id": run_id,
+        "attempt": attempt,
+        "running": RunState.RUNNING.value,
+        "outcome": outcome,
+        "now": now,
+        "key_expires_at": now + dedup_ttl(),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        _note_refused(run_id=run_id, attempt=attempt, outcome=outcome, error=error, now=now)
+        return None
+    return row[0], row[1]
 
 
 @transaction.atomic
+def _note_refused(
+    *, run_id: uuid.UUID, attempt: int, outcome: str, error: str, now: datetime
+) -> None:
+    # Invariant 3: a zombie may note on its own row when it ended, never the run's outcome; the
+    # reaper's 'lost' verdict stays.
+    attempts = RunAttempt.objects.filter(run_id=run_id, attempt=attempt)
+    note = f"late {outcome} refused: attempt {attempt} is no longer current. {error}"
+    attempts.filter(finished_at__isnull=True).update(finished_at=now, error=note[:ERROR_MAX_CHARS])
+    attempts.filter(outcome="").update(outcome=AttemptOutcome.LOST)
+
+
 def run_succeed(
     *,
     run_id: uuid.UUID,
@@ -210,31 +181,27 @@ def run_succeed(
     record_key: bool = True,
     outcome: str = AttemptOutcome.SUCCEEDED,
 ) -> bool:
-    """Record success of ``attempt``; False (nothing changed) when the attempt is stale."""
-    accepted = _finish(
-        run_id=run_id,
-        attempt=attempt,
-        to=RunState.SUCCEEDED,
-        outcome=outcome,
-        error="",
-        now=now,
-        finished_at=now,
-        result=result,
-    )
-    if accepted and record_key:
-        run = JobRun.objects.values("dedup_key", "tenant_id", "job_id").get(id=run_id)
-        # Same transaction as the state change: a run is never 'succeeded' without its key.
-        dedup_record(
-            key=run["dedup_key"],
-            tenant_id=run["tenant_id"],
-            job_id=run["job_id"],
+    """Record success of ``attempt``; False (nothing changed) when the attempt is stale.
+
+    With ``record_key`` the firing's key is recorded in the same statement: a run is never
+    'succeeded' without its key.
+    """
+    return (
+        _finish(
             run_id=run_id,
+            attempt=attempt,
+            to=RunState.SUCCEEDED,
+            outcome=outcome,
+            error="",
             now=now,
+            record_key=record_key,
+            finished_at=now,
+            result=result,
         )
-    return accepted
+        is not None
+    )
 
 
-@transaction.atomic
 def run_retry(
     *,
     run_id: uuid.UUID,
@@ -249,7 +216,7 @@ def run_retry(
 
     The wait lives in the database, never in a broker countdown (RELIABILITY.md, consequence 5).
     """
-    return _finish(
+    accepted = _finish(
         run_id=run_id,
         attempt=attempt,
         to=RunState.RETRY_WAIT,
@@ -259,9 +226,9 @@ def run_retry(
         due_at=due_at,
         result=result,
     )
+    return accepted is not None
 
 
-@transaction.atomic
 def run_fail(
     *,
     run_id: uuid.UUID,
@@ -272,7 +239,7 @@ def run_fail(
     result: Any = None,
 ) -> bool:
     """A permanent failure: retrying cannot fix it, so the run ends as failed."""
-    return _finish(
+    accepted = _finish(
         run_id=run_id,
         attempt=attempt,
         to=RunState.FAILED,
@@ -282,12 +249,12 @@ def run_fail(
         finished_at=now,
         result=result,
     )
+    return accepted is not None
 
 
-@transaction.atomic
 def run_cancelled(*, run_id: uuid.UUID, attempt: int, error: str, now: datetime) -> bool:
     """The running attempt stopped because the run or its job was cancelled; not retried."""
-    return _finish(
+    accepted = _finish(
         run_id=run_id,
         attempt=attempt,
         to=RunState.CANCELLED,
@@ -296,6 +263,7 @@ def run_cancelled(*, run_id: uuid.UUID, attempt: int, error: str, now: datetime)
         now=now,
         finished_at=now,
     )
+    return accepted is not None
 
 
 @transaction.atomic
@@ -322,15 +290,15 @@ def run_dead_letter(
         finished_at=now,
         result=result,
     )
-    if not accepted:
+    if accepted is None:
         return False
-    run = JobRun.objects.values("job_id", "tenant_id").get(id=run_id)
+    job_id, tenant_id = accepted
     # A replayed run that dies again reuses its row: one DeadLetter per run, latest error.
     DeadLetter.objects.update_or_create(
         run_id=run_id,
         defaults={
-            "job_id": run["job_id"],
-            "tenant_id": run["tenant_id"],
+            "job_id": job_id,
+            "tenant_id": tenant_id,
             "attempts": attempt,
             "last_error": error[:ERROR_MAX_CHARS],
             "moved_at": now,
@@ -338,7 +306,7 @@ def run_dead_letter(
     )
     transaction.on_commit(
         lambda: dead_letter_announce(
-            run_id=run_id, job_id=run["job_id"], attempts=attempt, error=error, now=now
+            run_id=run_id, job_id=job_id, attempts=attempt, error=error, now=now
         )
     )
     return True

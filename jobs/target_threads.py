@@ -1,0 +1,98 @@
+"""Threads that run targets, kept across runs so that a run does not start a thread."""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from collections.abc import Callable
+
+from django.db import close_old_connections, connections
+
+from jobs.metrics import counter_inc
+from jobs.outcomes import ResultKind, TargetResult
+from jobs.targets import invoke_guarded
+
+logger = logging.getLogger(__name__)
+
+
+class PendingResult:
+    """A target's result, set by the thread that ran it; ``done`` is set even if it failed."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: TargetResult | None = None
+
+
+class TargetThreads:
+    """Runs each target on an idle thread, or on a new one when none is idle; never queues.
+
+    A fixed-size pool would make a run wait behind a target abandoned after the cancel grace,
+    whose thread keeps running; here an abandoned target holds only its own thread. Threads
+    beyond ``max_idle`` idle ones exit, so a worker process keeps one in the steady state.
+    """
+
+    def __init__(self, max_idle: int = 1, name: str = "scheduler-target") -> None:
+        self._max_idle = max_idle
+        self._name = name
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._work: queue.SimpleQueue[tuple[Callable[[], TargetResult], PendingResult]] = (
+            queue.SimpleQueue()
+        )
+
+    def submit(self, invoke: Callable[[], TargetResult]) -> PendingResult:
+        pending = PendingResult()
+        with self._lock:
+            reuse = self._idle > 0
+            if reuse:
+                self._idle -= 1
+        # Every queued item has a thread that will take it: an idle one counted above (it is
+        # blocked in get() or about to be), or the one started here.
+        self._work.put((invoke, pending))
+        if not reuse:
+            threading.Thread(target=self._serve, name=self._name, daemon=True).start()
+        return pending
+
+    def _serve(self) -> None:
+        while True:
+            invoke, pending = self._work.get()
+            try:
+                # Django connections are per thread and this one outlives the run: like a
+                # request, a run begins and ends by dropping a connection that is broken or
+                # older than CONN_MAX_AGE (and re-arms CONN_HEALTH_CHECKS for the next use).
+                close_old_connections()
+                pending.result = invoke_guarded(invoke)
+                close_old_connections()
+            except Exception:  # boundary of the target thread's loop: log, count, carry on
+                logger.exception("execution.target_thread.failed")
+                counter_inc("scheduler_target_thread_errors_total")
+                if pending.result is None:
+                    pending.result = TargetResult(
+                        ResultKind.RETRYABLE, error="the target thread failed; see worker log"
+                    )
+            finally:
+                pending.done.set()
+            with self._lock:
+                if self._idle >= self._max_idle:
+                    break
+                self._idle += 1
+        connections.close_all()
+
+
+_threads = TargetThreads()
+
+
+def _reset_after_fork() -> None:
+    # Threads do not survive fork(); a child must not count its parent's idle threads.
+    global _threads
+    _threads = TargetThreads()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def run_target(invoke: Callable[[], TargetResult]) -> PendingResult:
+    """Start ``invoke`` on a target thread; wait on the returned ``done`` for its result."""
+    return _threads.submit(invoke)
