@@ -44,6 +44,13 @@ def echo(context: RunContext) -> dict[str, Any]:
     return {"context": context.as_dict(), "payload": context.payload}
 
 
+@register_callable("tests.nap")
+def nap(context: RunContext) -> dict[str, Any]:
+    # Long enough that a killed worker is caught mid-run; returns early when cancelled.
+    context.cancelled.wait(float(context.payload.get("seconds", 0.3)))
+    return {"attempt": context.attempt}
+
+
 @register_callable("tests.flaky")
 def flaky(context: RunContext) -> dict[str, Any]:
     if context.attempt < int(context.payload.get("succeed_on", 2)):
