@@ -15,8 +15,9 @@ from beat_engine.clock import SystemClock
 from beat_engine.partitions import assign_partitions
 from beat_engine.redis_leases import LEASE_KEY
 from jobs.models import Job, JobRun, PartitionEpoch
-from tests.support.beat_nodes import BeatNode, broker_messages, pause_s, wait_until
+from tests.support.beat_nodes import BeatNode, broker_messages, pause_s
 from tests.support.factories import job_factory, tenant_factory
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 

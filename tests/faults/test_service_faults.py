@@ -20,8 +20,9 @@ from jobs.services.jobs import job_pause
 from jobs.states import AttemptOutcome, RunState
 from scheduler_project.embedded import RedisServer
 from tests.support import targets  # noqa: F401  (registers the tests.* callables)
-from tests.support.beat_nodes import BeatNode, pause_s, wait_until
+from tests.support.beat_nodes import BeatNode, pause_s
 from tests.support.factories import job_factory, tenant_factory
+from tests.support.waiting import wait_until
 from tests.support.workers import CeleryWorker, worker_env
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]

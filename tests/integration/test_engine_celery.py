@@ -14,10 +14,11 @@ import redis
 from django.conf import settings
 
 from jobs.models import JobRun
-from tests.support.beat_nodes import ROOT, make_engine, wait_until
+from tests.support.beat_nodes import ROOT, make_engine
 from tests.support.celery_probe import RECEIVED_KEY
 from tests.support.clock import FakeClock
 from tests.support.factories import T0, job_factory, tenant_factory
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -15,11 +15,11 @@ from jobs.services.runs import run_request_cancel
 from jobs.states import AttemptOutcome, RunState
 from tests.support import targets  # noqa: F401  (registers the test targets here too)
 from tests.support.factories import job_factory, run_factory
+from tests.support.waiting import wait_until
 from tests.support.workers import (
     CeleryWorker,
     http_target_fixture,  # noqa: F401  (fixture)
     publish_run,
-    wait_until,
     worker_fixture,  # noqa: F401  (fixture)
 )
 
@@ -52,7 +52,7 @@ def _wait_state(run: JobRun, *states: RunState, worker: CeleryWorker) -> JobRun:
     try:
         wait_until(
             lambda: JobRun.objects.get(id=run.id).state in states,
-            message=f"run {run.id} to reach {states}",
+            what=f"run {run.id} to reach {states}",
         )
     except AssertionError:
         raise AssertionError(worker.log_tail()) from None

@@ -14,12 +14,12 @@ from jobs.services.runs import run_succeed
 from jobs.states import AttemptOutcome, RunState
 from tests.support import targets
 from tests.support.factories import job_factory, run_factory
+from tests.support.waiting import wait_until
 from tests.support.workers import (
     CeleryWorker,
     http_target_fixture,  # noqa: F401  (fixture)
     publish_run,
     reap_lost_attempt,
-    wait_until,
     worker_env,
     worker_fixture,  # noqa: F401  (fixture)
 )
@@ -37,7 +37,7 @@ def _wait_state(run: JobRun, *states: RunState, worker: CeleryWorker) -> JobRun:
     try:
         wait_until(
             lambda: JobRun.objects.get(id=run.id).state in states,
-            message=f"run {run.id} to reach {states}",
+            what=f"run {run.id} to reach {states}",
         )
     except AssertionError:
         raise AssertionError(worker.log_tail()) from None
@@ -108,7 +108,7 @@ def test_effect_and_key_commit_together_across_a_forced_redelivery(
     # back, and its redelivery finds the run already running at attempt 1: dropped.
     wait_until(
         lambda: counters().get("scheduler_duplicate_deliveries_total", 0) > duplicates,
-        message="the redelivered message to be dropped",
+        what="the redelivered message to be dropped",
     )
     assert JobRun.objects.get(id=run.id).state == RunState.RUNNING
     reap_lost_attempt(run, now=_now())

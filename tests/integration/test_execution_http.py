@@ -13,12 +13,12 @@ from jobs.models import Job, JobRun
 from jobs.services.runs import run_request_cancel
 from jobs.states import AttemptOutcome, RunState
 from tests.support.factories import job_factory, run_factory
+from tests.support.waiting import wait_until
 from tests.support.workers import (
     CeleryWorker,
     HttpTarget,
     http_target_fixture,  # noqa: F401  (fixture)
     publish_run,
-    wait_until,
     worker_fixture,  # noqa: F401  (fixture)
 )
 
@@ -59,7 +59,7 @@ def _wait_state(run: JobRun, *states: RunState, worker: CeleryWorker) -> JobRun:
     try:
         wait_until(
             lambda: JobRun.objects.get(id=run.id).state in states,
-            message=f"run {run.id} to reach {states}",
+            what=f"run {run.id} to reach {states}",
         )
     except AssertionError:
         raise AssertionError(worker.log_tail()) from None
@@ -128,7 +128,7 @@ def test_cancel_aborts_a_running_http_call(worker: CeleryWorker, http_target: Ht
     http_target.release.clear()
     _, run = _run_http(http_target, "/slow")
     publish_run(run.id, 1)
-    wait_until(http_target.entered.is_set, message="the request to reach the server")
+    wait_until(http_target.entered.is_set, what="the request to reach the server")
 
     assert run_request_cancel(run_id=run.id, now=_now())
 

@@ -18,12 +18,12 @@ from jobs.services.dead_letters import dead_letter_replay
 from jobs.states import AttemptOutcome, RunState
 from tests.support import targets  # noqa: F401  (registers the test targets here too)
 from tests.support.factories import job_factory, run_factory
+from tests.support.waiting import wait_until
 from tests.support.workers import (
     CeleryWorker,
     http_target_fixture,  # noqa: F401  (fixture)
     publish_run,
     queue_attempt,
-    wait_until,
     worker_fixture,  # noqa: F401  (fixture)
 )
 
@@ -52,7 +52,7 @@ def _wait_state(run: JobRun, *states: RunState, worker: CeleryWorker) -> JobRun:
         return JobRun.objects.get(id=run.id).state in states
 
     try:
-        wait_until(reached, message=f"run {run.id} to reach {states}")
+        wait_until(reached, what=f"run {run.id} to reach {states}")
     except AssertionError:
         raise AssertionError(worker.log_tail()) from None
     return JobRun.objects.get(id=run.id)
@@ -143,7 +143,7 @@ def test_last_failure_dead_letters_and_replay_runs_a_new_attempt(worker: CeleryW
     assert letter.attempts == 1
     assert "always fails" in letter.last_error
     assert dead.attempts.get().outcome == AttemptOutcome.FAILED
-    wait_until(lambda: _dead_letter_queue_length() == notices + 2, message="dead-letter notices")
+    wait_until(lambda: _dead_letter_queue_length() == notices + 2, what="dead-letter notices")
 
     out = StringIO()
     call_command("replay_dead_letters", "--job", str(job.id), "--dry-run", stdout=out)
@@ -182,7 +182,7 @@ def test_duplicate_and_stale_messages_are_dropped_and_counted(worker: CeleryWork
 
     wait_until(
         lambda: _counter("scheduler_duplicate_deliveries_total") == before + 2,
-        message="both duplicates counted",
+        what="both duplicates counted",
     )
     again = JobRun.objects.get(id=run.id)
     assert (again.state, again.finished_at, again.worker) == (

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -16,13 +15,13 @@ from typing import Any
 
 import redis
 from django.conf import settings
-from django.db import connection
 
 from beat_engine.clock import Clock
 from beat_engine.config import EngineConfig
 from beat_engine.engine import BeatEngine
 from beat_engine.publisher import Publisher
 from beat_engine.redis_leases import RedisLeaseStore
+from tests.support.waiting import test_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,25 +59,6 @@ def pause_s(seconds: float) -> None:
     time.sleep(max(0.0, seconds))
 
 
-def wait_until(predicate: Callable[[], bool], *, timeout_s: float, what: str) -> None:
-    """Poll until true; a liveness bound, never an assertion about speed."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-
-
-def database_url_for_tests() -> str:
-    """DATABASE_URL pointing at the test database pytest-django created."""
-    base = os.environ["DATABASE_URL"]
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(base)
-    return urlunsplit(parts._replace(path="/" + str(connection.settings_dict["NAME"])))
-
-
 class Fault(Enum):
     KILL = signal.SIGKILL
     TERM = signal.SIGTERM
@@ -102,7 +82,7 @@ class BeatNode:
 
     def start(self) -> None:
         env = dict(os.environ)
-        env["DATABASE_URL"] = database_url_for_tests()
+        env["DATABASE_URL"] = test_database_url()
         env["REDIS_URL"] = settings.REDIS_URL
         env.pop("CELERY_BROKER_URL", None)
         env.update(self.env_overrides)

@@ -8,42 +8,23 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from django.db import connection
 from kombu import Exchange, Queue
 
 from jobs.models import JobRun, RunAttempt
 from jobs.states import AttemptOutcome, RunState
+from tests.support.waiting import test_database_url, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_QUEUE = "scheduler"
-
-
-def wait_until(
-    predicate: Callable[[], bool], *, timeout_s: float = 60.0, message: str = "condition"
-) -> None:
-    """Poll until ``predicate`` holds; the timeout only stops a hung test, it asserts nothing."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {message}")
-        time.sleep(0.05)
-
-
-def test_database_url() -> str:
-    """DATABASE_URL with the database swapped for pytest-django's test_<name> database."""
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path="/" + str(connection.settings_dict["NAME"])))
 
 
 @dataclass
@@ -86,7 +67,7 @@ class CeleryWorker:
             start_new_session=True,
         )
         log.close()
-        wait_until(self._ready, timeout_s=60, message=f"celery worker ready ({self.log_path})")
+        wait_until(self._ready, timeout_s=60, what=f"celery worker ready ({self.log_path})")
 
     def _ready(self) -> bool:
         assert self.process is not None
