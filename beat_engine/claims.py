@@ -17,6 +17,7 @@ from beat_engine.fencing import fence, server_cursor
 from beat_engine.heap import DueEntry
 from beat_engine.jitter import jitter_offset
 from beat_engine.publisher import QueuedRun
+from beat_engine.quotas import TenantAllowances, within_allowance
 from beat_engine.schedules import ScheduleKind, ScheduleSpec, next_fire_after
 from jobs.models import JobStatus, RunTrigger
 from jobs.services.dedup import dedup_key_for
@@ -56,6 +57,9 @@ UPDATE jobs_job j
  WHERE j.id = u.id
 """
 
+# A job deferred because its tenant is at max_queued_runs is looked at again after this long.
+QUOTA_RETRY = timedelta(seconds=1)
+
 _MISSED_REASON = "missed: later than the job's starting deadline or skipped by catch-up"
 
 
@@ -67,6 +71,7 @@ class ClaimResult:
     claimed: int = 0
     missed: int = 0
     pending: int = 0
+    deferred: int = 0
     fenced_out: FencedOut | None = None
 
 
@@ -80,6 +85,12 @@ class _Rows:
     def add(self, values: Sequence[object]) -> None:
         for column, value in zip(self.cols, values, strict=True):
             column.append(value)
+
+
+def _tenant(row: Sequence[object]) -> int:
+    tenant = row[1]
+    assert isinstance(tenant, int)
+    return tenant
 
 
 def _jitter(row: Sequence[object]) -> timedelta:
@@ -165,12 +176,17 @@ def _add_job(
     last = max([*runs, *missed], default=row[9])
     assert isinstance(last, datetime)
     if following is not None:
-        result.next_due.append(DueEntry(following + offset, job_id, partition))
+        result.next_due.append(DueEntry(following + offset, job_id, partition, _tenant(row)))
     return following, last
 
 
 def claim_due_batch(
-    entries: Sequence[DueEntry], *, epochs: Mapping[int, int], now: datetime
+    entries: Sequence[DueEntry],
+    *,
+    epochs: Mapping[int, int],
+    now: datetime,
+    quotas: TenantAllowances | None = None,
+    mono: float = 0.0,
 ) -> ClaimResult:
     """Claim the due firings of ``entries`` in one transaction.
 
@@ -189,8 +205,35 @@ def claim_due_batch(
             return result
         with server_cursor() as cursor:
             cursor.execute(LOCK_DUE_JOBS_SQL, [ids, sorted(ours), now])
-            _claim_rows(cursor, cursor.fetchall(), result, epochs, now)
+            quotas = quotas if quotas is not None else TenantAllowances(refresh_s=0.0)
+            rows = _within_quota(cursor, cursor.fetchall(), entries, result, now, quotas, mono)
+            _claim_rows(cursor, rows, result, epochs, now)
     return result
+
+
+def _within_quota(
+    cursor: psycopg.Cursor[Any],
+    rows: list[Sequence[object]],
+    entries: Sequence[DueEntry],
+    result: ClaimResult,
+    now: datetime,
+    quotas: TenantAllowances,
+    mono: float,
+) -> list[Sequence[object]]:
+    """Rows whose tenant is below Tenant.max_queued_runs, in the batch's (fair) order; the
+    others keep their next_fire_at (nothing is written for them) and are retried shortly."""
+    order: dict[object, int] = {e.job_id: i for i, e in enumerate(entries)}
+    rows.sort(key=lambda row: order.get(row[0], 0))
+    allowances = quotas.current(cursor, (_tenant(row) for row in rows), mono)
+    take, defer = within_allowance(rows, allowances, tenant_of=1)
+    for row in take:
+        quotas.consume(_tenant(row), 1)
+    for row in defer:
+        assert isinstance(row[0], uuid.UUID)
+        assert isinstance(row[2], int)
+        result.next_due.append(DueEntry(now + QUOTA_RETRY, row[0], row[2], _tenant(row)))
+    result.deferred = len(defer)
+    return take
 
 
 def _claim_rows(
@@ -210,7 +253,7 @@ def _claim_rows(
         if due + _jitter(row) > now:
             # Moved earlier by an edit, but its jittered instant is still ahead of us.
             assert isinstance(row[0], uuid.UUID)
-            result.next_due.append(DueEntry(due + _jitter(row), row[0], partition))
+            result.next_due.append(DueEntry(due + _jitter(row), row[0], partition, _tenant(row)))
             continue
         following, last = _add_job(rows, result, row, epochs[partition], now)
         for column, value in zip(

@@ -40,9 +40,17 @@ class EngineConfig:
     horizon_page: int = 20_000
     # Every this often the horizon is reloaded even without notifications (lost ones).
     refresh_s: float = 5.0
+    # Every this often the whole horizon is reloaded; in between refreshes only extend it.
+    full_refresh_s: float = 60.0
     sweep_s: float = 2.0
-    # Most due firings claimed in one tick before the loop looks at leases again.
+    # Most due firings claimed in one tick before the loop looks at leases again, and the
+    # longest it claims (it also stops when a lease renewal is due): at a steady arrival rate
+    # something is always due, and only a time bound lets the loop renew its leases.
     max_claims_per_tick: int = 20_000
+    max_claim_s: float = 0.5
+    # When more than one batch is due, up to this many due entries are put in tenant
+    # round-robin order before claiming (bounded memory, and fairness within that window).
+    fair_window: int = 20_000
     # A queued run is republished when no worker started it this long after its publish
     # (message lost in a broker restart); longer than the run lease to spare slow queues.
     republish_after_s: float = 60.0

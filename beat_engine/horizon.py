@@ -4,7 +4,7 @@ index, never scanning every job."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -13,19 +13,21 @@ from django.db import connection
 from beat_engine.heap import DueEntry
 from beat_engine.jitter import jitter_offset
 
-# A LATERAL per partition so each page is an index range scan on job_due_by_partition.
+# A LATERAL per partition so each page is an index range scan on job_due_by_partition,
+# from the partition's loaded_until on (coalesce keeps the lower bound sargable).
 HORIZON_SQL = """
-SELECT j.id, j.partition, j.next_fire_at, j.jitter_window
-  FROM unnest(%s::int[]) AS p(partition)
+SELECT j.id, j.partition, j.next_fire_at, j.jitter_window, j.tenant_id
+  FROM unnest(%s::int[], %s::timestamptz[]) AS p(partition, after)
  CROSS JOIN LATERAL (
-       SELECT id, partition, next_fire_at, jitter_window FROM jobs_job
-        WHERE status = 'active' AND partition = p.partition AND next_fire_at <= %s
+       SELECT id, partition, next_fire_at, jitter_window, tenant_id FROM jobs_job
+        WHERE status = 'active' AND partition = p.partition
+          AND next_fire_at > coalesce(p.after, '-infinity') AND next_fire_at <= %s
         ORDER BY next_fire_at
         LIMIT %s) AS j
 """
 
 JOBS_SQL = """
-SELECT id, partition, next_fire_at, jitter_window FROM jobs_job
+SELECT id, partition, next_fire_at, jitter_window, tenant_id FROM jobs_job
  WHERE id = ANY(%s::uuid[]) AND status = 'active' AND next_fire_at IS NOT NULL
 """
 
@@ -38,22 +40,31 @@ class HorizonPage:
 
 
 def _entry(row: Sequence[object]) -> DueEntry:
-    job_id, partition, next_fire_at, window = row
+    job_id, partition, next_fire_at, window, tenant = row
     assert isinstance(job_id, uuid.UUID)
     assert isinstance(partition, int)
     assert isinstance(next_fire_at, datetime)
+    assert isinstance(tenant, int)
     offset = jitter_offset(job_id, window) if isinstance(window, timedelta) else timedelta(0)
-    return DueEntry(next_fire_at + offset, job_id, partition)
+    return DueEntry(next_fire_at + offset, job_id, partition, tenant)
 
 
-def load_horizon(partitions: Iterable[int], *, until: datetime, page: int) -> HorizonPage:
-    """Jobs of ``partitions`` whose next firing is at or before ``until``, at most ``page`` per
-    partition; a full page lowers that partition's loaded_until to its last row."""
+def load_horizon(
+    partitions: Iterable[int],
+    *,
+    until: datetime,
+    page: int,
+    after: Mapping[int, datetime] | None = None,
+) -> HorizonPage:
+    """Jobs of ``partitions`` whose next firing is at or before ``until`` (and after
+    ``after[p]`` when given: an incremental load), at most ``page`` per partition; a full page
+    lowers that partition's loaded_until to its last row."""
     parts = sorted(partitions)
     if not parts:
         return HorizonPage([], {})
+    since = [None if after is None else after.get(p) for p in parts]
     with connection.cursor() as cursor:
-        cursor.execute(HORIZON_SQL, [parts, until, page])
+        cursor.execute(HORIZON_SQL, [parts, since, until, page])
         rows = cursor.fetchall()
     entries: list[DueEntry] = []
     counts: dict[int, int] = dict.fromkeys(parts, 0)

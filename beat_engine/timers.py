@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,6 +13,7 @@ from django.db.backends.utils import CursorWrapper
 from beat_engine.errors import FencedOut
 from beat_engine.fencing import fence
 from beat_engine.publisher import QueuedRun
+from jobs.services.dead_letters import dead_letter_announce
 from jobs.states import TIMER_STATES, AttemptOutcome, RunState
 
 _TIMER_STATES = sorted(state.value for state in TIMER_STATES)
@@ -94,6 +96,8 @@ class TimerResult:
     reaped: int = 0
     dead: int = 0
     fenced_out: FencedOut | None = None
+    # (run, job, attempts, error) of runs moved to dead, announced once the move commits.
+    dead_runs: list[tuple[uuid.UUID, uuid.UUID, int, str]] = field(default_factory=list)
 
 
 def fire_timers(epochs: Mapping[int, int], *, now: datetime, limit: int) -> TimerResult:
@@ -117,6 +121,10 @@ def fire_timers(epochs: Mapping[int, int], *, now: datetime, limit: int) -> Time
             result.queued = [QueuedRun(*row) for row in cursor.fetchall()]
             result.fired = len(result.queued)
             _reap(cursor, result, mine, now=now, limit=limit)
+    # After commit, as the executor does: a notice for a move that rolled back would lie, and a
+    # notice lost to a broker outage leaves the DeadLetter row, the durable record.
+    for run_id, job_id, attempts, error in result.dead_runs:
+        dead_letter_announce(run_id=run_id, job_id=job_id, attempts=attempts, error=error, now=now)
     return result
 
 
@@ -147,6 +155,7 @@ def _reap(
         cursor.execute(KILL_LOST_SQL, [now, [r[0] for r in spent], [r[1] for r in spent]])
         dead = cursor.fetchall()
         result.dead = len(dead)
+        result.dead_runs = [(run, job, attempts, error) for run, job, _t, attempts, error in dead]
         if dead:
             columns = [list(column) for column in zip(*dead, strict=True)]
             cursor.execute(DEAD_LETTER_SQL, [now, *columns])

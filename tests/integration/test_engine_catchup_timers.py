@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 import redis
+from django.conf import settings
 
 from beat_engine.jitter import jitter_offset
 from jobs.models import DeadLetter, Job, JobRun, RunAttempt
@@ -123,6 +124,9 @@ def test_expired_lease_on_last_attempt_dead_letters_the_run(redis_client: redis.
     assert letter.attempts == 2
     assert "lease expired" in letter.last_error
     assert broker_messages(redis_client) == []
+    # The same notice the executor sends when it dead-letters a run.
+    notices = broker_messages(redis_client, settings.SCHEDULER["DEAD_LETTER_QUEUE"])
+    assert [message_args(m)[:3] for m in notices] == [[str(run.id), str(job.id), 2]]
 
 
 def test_queued_run_whose_publish_was_lost_is_published_by_the_sweep(

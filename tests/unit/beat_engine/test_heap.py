@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from beat_engine.heap import DueEntry, DueHeap
+from beat_engine.heap import DueEntry, DueHeap, interleave_by_tenant
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -84,3 +84,11 @@ def test_pop_order_matches_a_sorted_list_of_the_last_push_per_job(
     popped = heap.pop_due(T0 + timedelta(days=1), limit=1000)
     assert [e.due_at for e in popped] == sorted(e.due_at for e in latest.values())
     assert {e.job_id for e in popped} == set(latest)
+
+
+def test_interleave_by_tenant_takes_turns_and_keeps_each_tenants_order() -> None:
+    crowd = [DueEntry(T0 + timedelta(seconds=i), uuid.uuid4(), 0, tenant=1) for i in range(5)]
+    lone = DueEntry(T0 + timedelta(seconds=9), uuid.uuid4(), 0, tenant=2)
+    ordered = interleave_by_tenant([*crowd, lone])
+    assert ordered[:2] == [crowd[0], lone]
+    assert [e for e in ordered if e.tenant == 1] == crowd
