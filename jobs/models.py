@@ -100,7 +100,11 @@ class JobSource(models.TextChoices):
 
 class Job(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs")
+    # No index of its own: job_tenant_name (tenant, name) serves lookups by tenant, and every
+    # index costs the claim path an update (docs/benchmarks.md, beat engine).
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.PROTECT, related_name="jobs", db_index=False
+    )
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True, default="")
     source = models.CharField(max_length=16, choices=JobSource.choices, default=JobSource.API)
@@ -122,9 +126,8 @@ class Job(models.Model):
     queue = models.CharField(max_length=100, default="scheduler")
     priority = models.PositiveSmallIntegerField(default=5)
 
-    status = models.CharField(
-        max_length=16, choices=JobStatus.choices, default=JobStatus.ACTIVE, db_index=True
-    )
+    # Not indexed alone: the engine reads through the partial due index, the API by tenant.
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.ACTIVE)
     status_reason = models.CharField(max_length=500, blank=True, default="")
     next_fire_at = models.DateTimeField(null=True, blank=True)
     last_fire_at = models.DateTimeField(null=True, blank=True)
@@ -238,8 +241,12 @@ class JobRun(models.Model):
     """One logical firing of a job; its attempts are kept in RunAttempt."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="runs")
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="runs")
+    # Both covered by composite indexes below (run_unique_firing, run_tenant_state); separate
+    # single-column indexes would only slow the claim's insert and every state change.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="runs", db_index=False)
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="runs", db_index=False
+    )
     partition = models.PositiveSmallIntegerField()
     # The logical firing instant; with the job it names the firing, exactly once.
     scheduled_for = models.DateTimeField()

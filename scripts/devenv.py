@@ -143,9 +143,11 @@ def main() -> int:
     run = sub.add_parser("run", help="run web, beat engine and worker")
     run.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     run.add_argument("--concurrency", type=int, default=2)
+    # Everything after `test` belongs to pytest, options included (`test -q -x`), which
+    # argparse's REMAINDER does not pass through when the first of them is an option.
+    if sys.argv[1:2] == ["test"]:
+        return run_tests(sys.argv[2:])
     args = parser.parse_args()
-    if args.command == "test":
-        return run_tests(args.pytest_args)
     return run_system(args.port, args.concurrency)
 
 
