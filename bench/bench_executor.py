@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import time
@@ -19,6 +18,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.docs_section import replace_section  # noqa: E402
 
 
 def _services() -> Any:
@@ -128,17 +129,6 @@ def _bench_bare(runs: int) -> float:
     return time.monotonic() - started
 
 
-def _write_doc(section: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(r"^## Execution\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=2000)
@@ -208,7 +198,7 @@ def main() -> int:
         "(3.0-3.8x).\n"
     )
     print(section)
-    _write_doc(section)
+    replace_section("Execution", section)
     return 0
 
 
