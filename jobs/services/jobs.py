@@ -118,6 +118,9 @@ def _spec_from_input(
 
 
 def _validate_input(data: JobInput) -> None:
+    if data.interval is not None and data.jitter_window >= data.interval:
+        # A window as long as the interval would let one firing overtake the next.
+        raise InvalidInput("jitter", "must be shorter than the interval")
     validation.validate_name(data.name)
     validation.validate_target(
         data.target_kind, data.target_name, data.target_url, data.target_headers

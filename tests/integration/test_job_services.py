@@ -84,6 +84,14 @@ def test_interval_job_is_anchored_to_its_start() -> None:
         ({"retry_base_delay": timedelta(0)}, "retries"),
         ({"timeout": timedelta(days=30)}, "timeout"),
         ({"jitter_window": timedelta(hours=2)}, "jitter"),
+        (
+            {
+                "cron": None,
+                "interval": timedelta(seconds=30),
+                "jitter_window": timedelta(seconds=30),
+            },
+            "jitter",
+        ),
         ({"name": ""}, "name"),
         ({"queue": "bad queue!"}, "queue"),
         ({"concurrency_policy": "yolo"}, "concurrency_policy"),
