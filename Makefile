@@ -1,5 +1,5 @@
 # Each target wraps a script, so the README, CI and developers run the same thing.
-.PHONY: install run test test-unit test-integration test-faults lint fmt check bench
+.PHONY: install run test test-unit test-integration test-faults lint fmt check bench bench-compare
 
 install:
 	./scripts/install
@@ -30,3 +30,7 @@ check: lint test-unit
 
 bench:
 	./scripts/bench
+
+# Ours against celery beat, django-celery-beat and RedBeat; rewrites docs/benchmarks.md's section.
+bench-compare:
+	./scripts/bench-compare

@@ -1,0 +1,1 @@
+"""Side-by-side benchmark: our beat engine against celery beat, django-celery-beat and RedBeat."""

@@ -1,0 +1,128 @@
+"""Figures from runs: per-run metrics, then median/min/max over repetitions, and ratios."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from bench.compare.runner import RunResult
+
+# (metric, unit, lower is better)
+METRICS: tuple[tuple[str, str, bool], ...] = (
+    ("last_publish", "s", True),
+    ("lateness_p50", "s", True),
+    ("lateness_p99", "s", True),
+    ("lateness_max", "s", True),
+    ("firings_per_s", "1/s", False),
+    ("within_60s", "fraction", False),
+    ("startup", "s", True),
+    ("peak_rss", "MiB", True),
+    ("cpu", "s", True),
+    ("cpu_per_1000_firings", "s", True),
+    ("duplicates", "count", True),
+    ("misses", "count", True),
+)
+UNITS = {name: unit for name, unit, _ in METRICS}
+LOWER_IS_BETTER = {name: lower for name, _, lower in METRICS}
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile of an already sorted list."""
+    index = max(0, min(len(sorted_values) - 1, math.ceil(q * len(sorted_values)) - 1))
+    return sorted_values[index]
+
+
+def run_metrics(run: RunResult) -> dict[str, float | None]:
+    late = run.lateness_s
+    due = run.case.due
+    peak_rss = max((s.rss_bytes for s in run.samples), default=0) / 2**20
+    cpu = max((s.cpu_s for s in run.samples), default=0.0)
+    if run.case.scenario == "steady":
+        return _steady_metrics(run, peak_rss, cpu)
+    last = late[-1] if late and run.misses == 0 else None
+    return {
+        # Time from the due instant until the last due message was in the broker.
+        "last_publish": last,
+        "lateness_p50": percentile(late, 0.50) if late else None,
+        "lateness_p99": percentile(late, 0.99) if late else None,
+        "lateness_max": late[-1] if late else None,
+        "firings_per_s": due / last if last and last > 0 else None,
+        "within_60s": sum(1 for x in late if x <= 60.0) / due,
+        "startup": run.ready_at - run.spawned_at if run.ready_at else None,
+        "peak_rss": peak_rss or None,
+        "cpu": cpu or None,
+        "cpu_per_1000_firings": cpu * 1000 / len(late) if late and cpu else None,
+        "duplicates": float(run.duplicates),
+        "misses": float(run.misses),
+    }
+
+
+def _steady_metrics(run: RunResult, peak_rss: float, cpu: float) -> dict[str, float | None]:
+    late = run.lateness_s
+    return {
+        "last_publish": None,
+        "lateness_p50": percentile(late, 0.50) if late else None,
+        "lateness_p99": percentile(late, 0.99) if late else None,
+        "lateness_max": late[-1] if late else None,
+        # Firings published during the run, over its duration: the rate actually sustained.
+        "firings_per_s": len(late) / run.case.duration_s,
+        "within_60s": sum(1 for x in late if x <= 60.0) / len(late) if late else None,
+        "startup": run.ready_at - run.spawned_at if run.ready_at else None,
+        "peak_rss": peak_rss or None,
+        "cpu": cpu or None,
+        "cpu_per_1000_firings": cpu * 1000 / len(late) if late and cpu else None,
+        "duplicates": float(run.duplicates) if run.counted else None,
+        "misses": float(run.misses) if run.counted else None,
+    }
+
+
+@dataclass(frozen=True)
+class Figure:
+    scheduler: str
+    scenario: str
+    n: int
+    registered: int
+    metric: str
+    value: float | None
+    minimum: float | None
+    maximum: float | None
+    repetitions: int
+
+    @property
+    def unit(self) -> str:
+        return UNITS[self.metric]
+
+
+def summarise(runs: list[RunResult]) -> list[Figure]:
+    """Median, min and max of each metric over the repetitions of one scheduler and case."""
+    per_run = [run_metrics(run) for run in runs]
+    first = runs[0]
+    figures = []
+    for metric, _, _ in METRICS:
+        values = [m[metric] for m in per_run if m[metric] is not None]
+        figures.append(
+            Figure(
+                scheduler=first.scheduler,
+                scenario=first.case.scenario,
+                n=first.case.due,
+                registered=first.case.registered,
+                metric=metric,
+                value=statistics.median(values) if values else None,
+                minimum=min(values) if values else None,
+                maximum=max(values) if values else None,
+                repetitions=len(runs),
+            )
+        )
+    return figures
+
+
+def pairwise_ratio(ours: list[RunResult], peer: list[RunResult], metric: str) -> float | None:
+    """Median over repetitions of ours/peer, each pair measured back to back in one run, so
+    that drift of a shared machine between repetitions cancels out."""
+    ratios = []
+    for mine, theirs in zip(ours, peer, strict=False):
+        a, b = run_metrics(mine)[metric], run_metrics(theirs)[metric]
+        if a is not None and b:
+            ratios.append(a / b)
+    return statistics.median(ratios) if ratios else None

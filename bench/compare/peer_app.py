@@ -1,0 +1,135 @@
+"""The Celery app every peer's ``celery beat`` process loads (``-A bench.compare.peer_app``).
+
+It configures the peer from the environment the harness sets, and adds two observation hooks
+that cost the beat process almost nothing: an ``after_task_publish`` receiver that records
+(entry name, wall-clock time) for every message once the broker has accepted it, and a
+one-shot marker written at the scheduler's first tick (its schedule is loaded by then).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+PEER = os.environ.get("BENCH_PEER", "celery-beat")
+OUT_DIR = Path(os.environ.get("BENCH_OUT_DIR", "."))
+TASK_NAME = "bench.noop"
+
+if PEER == "django-celery-beat":
+    # DatabaseScheduler needs Django's ORM ready before the scheduler class is imported.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.compare.dcb_settings")
+    import django
+
+    django.setup()
+
+from celery import Celery  # noqa: E402
+from celery.schedules import crontab  # noqa: E402
+from celery.signals import after_task_publish  # noqa: E402
+
+app = Celery("bench_peer", broker=os.environ.get("BENCH_BROKER_URL", "memory://"))
+app.conf.update(
+    timezone="UTC",
+    enable_utc=True,
+    task_serializer="json",
+    broker_connection_retry_on_startup=True,
+    redbeat_redis_url=os.environ.get("BENCH_REDIS_URL", ""),
+)
+
+
+def entry_name(index: int) -> str:
+    return f"job-{index:07d}"
+
+
+def crontab_entries(registered: int, due: int, minute: int, hour: int) -> dict[str, Any]:
+    """``beat_schedule`` for PersistentScheduler: the first ``due`` entries fire at
+    ``hour:minute``; the rest twelve hours later, so they are registered but not due."""
+    schedule: dict[str, Any] = {}
+    due_cron = crontab(minute=minute, hour=hour)
+    idle_cron = crontab(minute=minute, hour=(hour + 12) % 24)
+    for index in range(registered):
+        name = entry_name(index)
+        schedule[name] = {
+            "task": TASK_NAME,
+            "schedule": due_cron if index < due else idle_cron,
+            "args": [name],
+        }
+    return schedule
+
+
+if PEER == "celery-beat" and os.environ.get("BENCH_STEADY"):
+    from bench.compare.steady import SteadyPlan, beat_schedule
+
+    app.conf.beat_schedule = beat_schedule(SteadyPlan.from_json(os.environ["BENCH_STEADY"]))
+elif PEER == "celery-beat" and os.environ.get("BENCH_SPEC"):
+    spec = json.loads(os.environ["BENCH_SPEC"])
+    app.conf.beat_schedule = crontab_entries(
+        spec["registered"], spec["due"], spec["minute"], spec["hour"]
+    )
+
+
+class _PublishLog:
+    """Buffered (name, time) lines; flushed at most every 0.25 s and at exit, so the hook
+    adds a list append per message, not a write system call."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("a", encoding="utf-8")
+        self._lines: list[str] = []
+        self._flushed_at = time.monotonic()
+
+    def add(self, name: str, at: float) -> None:
+        self._lines.append(f"{name}\t{at:.6f}\n")
+        if time.monotonic() - self._flushed_at > 0.25:
+            self.flush()
+
+    def flush(self) -> None:
+        self._file.writelines(self._lines)
+        self._file.flush()
+        self._lines.clear()
+        self._flushed_at = time.monotonic()
+
+
+_log = _PublishLog(OUT_DIR / "publish.log") if "BENCH_OUT_DIR" in os.environ else None
+if _log is not None:
+    atexit.register(_log.flush)
+
+
+@after_task_publish.connect
+def _record_publish(sender: str | None = None, body: Any = None, **_: Any) -> None:
+    # Protocol 2 body is (args, kwargs, embed); our entries carry their own name as args[0].
+    if _log is not None and sender == TASK_NAME:
+        _log.add(str(body[0][0]), time.time())
+
+
+def _scheduler_class() -> type:
+    if PEER == "redbeat":
+        from redbeat import RedBeatScheduler
+
+        return RedBeatScheduler
+    if PEER == "django-celery-beat":
+        from django_celery_beat.schedulers import DatabaseScheduler
+
+        return DatabaseScheduler
+    from celery.beat import PersistentScheduler
+
+    return PersistentScheduler
+
+
+def _mark_first_tick() -> None:
+    cls = _scheduler_class()
+    original = cls.tick
+    marker = OUT_DIR / "ready"
+
+    def tick(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not marker.exists():
+            marker.write_text(f"{time.time():.6f}\n")
+        return original(self, *args, **kwargs)
+
+    cls.tick = tick
+
+
+if "BENCH_OUT_DIR" in os.environ:
+    _mark_first_tick()

@@ -1,0 +1,202 @@
+"""One measured run: register a case, start the scheduler, sample it, count what it published."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psutil
+import redis
+
+from bench.compare.contender import Contender, Firing
+from bench.compare.ours import first_lease_seen
+from bench.compare.workload import Case
+
+# Lists the messages can land in: Celery's default queue for the peers; our engine's queue
+# and its priority lists (kombu's Redis transport keeps one list per priority step).
+QUEUE_KEYS = ("celery", "scheduler", "scheduler\x06\x163", "scheduler\x06\x166",
+              "scheduler\x06\x169")  # fmt: skip
+SAMPLE_EVERY_S = 0.2
+# After the last expected message, how long we keep watching for late duplicates.
+SETTLE_S = 3.0
+
+
+@dataclass
+class Sample:
+    at: float
+    rss_bytes: int
+    cpu_s: float
+    queued: int
+
+
+@dataclass
+class RunResult:
+    scheduler: str
+    case: Case
+    repetition: int
+    due_at: float
+    spawned_at: float
+    ready_at: float | None = None
+    lateness_s: list[float] = field(default_factory=list)
+    duplicates: int = 0
+    misses: int = 0
+    unexpected: int = 0
+    untimed: int = 0
+    samples: list[Sample] = field(default_factory=list)
+    error: str | None = None
+    # Steady: (publish time, lateness) of every firing, in publish order.
+    timeline: list[tuple[float, float]] = field(default_factory=list)
+    # False where misses and duplicates have no definition (peers' re-anchoring intervals).
+    counted: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.error is None and self.duplicates == 0 and self.misses == 0
+            and self.unexpected == 0
+        )  # fmt: skip
+
+
+class Sampler(threading.Thread):
+    """Polls RSS and CPU time of the scheduler processes, and the broker queue length."""
+
+    def __init__(self, procs: list[subprocess.Popen[bytes]], env: dict[str, str], ours: bool):
+        super().__init__(daemon=True)
+        self._procs = [psutil.Process(p.pid) for p in procs]
+        self._client = redis.Redis.from_url(env["REDIS_URL"])
+        self._env = env
+        self._ours = ours
+        self.samples: list[Sample] = []
+        self.ready_at: float | None = None
+        self.stop = threading.Event()
+
+    def queued(self) -> int:
+        pipe = self._client.pipeline(transaction=False)
+        for key in QUEUE_KEYS:
+            pipe.llen(key)
+        return int(sum(pipe.execute()))
+
+    def run(self) -> None:
+        while not self.stop.wait(SAMPLE_EVERY_S):
+            rss, cpu = 0, 0.0
+            for proc in self._procs:
+                try:
+                    rss += proc.memory_info().rss
+                    times = proc.cpu_times()
+                    cpu += times.user + times.system
+                except psutil.NoSuchProcess:
+                    continue
+            self.samples.append(Sample(time.time(), rss, cpu, self.queued()))
+            if self._ours and self.ready_at is None and first_lease_seen(self._env):
+                self.ready_at = time.time()
+
+
+def next_due_instant(lead_s: float) -> datetime:
+    """The first minute boundary at least ``lead_s`` from now (crontab resolution)."""
+    target = math.ceil((time.time() + lead_s) / 60.0) * 60.0
+    return datetime.fromtimestamp(target, UTC)
+
+
+def decode(raw: bytes) -> list[object]:
+    """Task args from a kombu Redis-transport envelope holding a Celery protocol-2 message."""
+    envelope = json.loads(raw)
+    body = json.loads(base64.b64decode(envelope["body"]))
+    return list(body[0])
+
+
+def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait(result: RunResult, sampler: Sampler, procs: list[subprocess.Popen[bytes]]) -> None:
+    case = result.case
+    settle_until: float | None = None
+    # A steady run lasts its duration; a spike ends when every due message is in the broker.
+    until = case.duration_s if case.scenario == "steady" else case.deadline_s
+    while True:
+        now = time.time()
+        if any(p.poll() is not None for p in procs):
+            result.error = f"scheduler process exited early (code {procs[0].poll()})"
+            return
+        if now > result.due_at + until:
+            return
+        if case.scenario != "steady" and now >= result.due_at and sampler.queued() >= case.due:
+            settle_until = settle_until or now + SETTLE_S
+            if now >= settle_until:
+                return
+        time.sleep(0.25)
+
+
+def measure(
+    contender: Contender, case: Case, repetition: int, out_dir: Path, env: dict[str, str]
+) -> RunResult:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.iterdir():
+        stale.unlink()
+    client = redis.Redis.from_url(env["REDIS_URL"])
+    client.flushdb()
+    # Registering large cases takes a while; the due instant has to leave room for it.
+    lead_s = case.startup_budget_s + case.registered / 4000
+    if case.scenario == "steady":
+        # Interval schedules need no minute boundary; a whole second keeps logs readable.
+        due = datetime.fromtimestamp(math.ceil(time.time() + lead_s), UTC)
+    else:
+        due = next_due_instant(lead_s)
+    contender.register(case, due, env)
+    spawned = time.time()
+    result = RunResult(contender.name, case, repetition, due.timestamp(), spawned)
+    procs = contender.start(case, due, out_dir, env)
+    sampler = Sampler(procs, env, ours=contender.name.startswith("ours"))
+    sampler.start()
+    try:
+        _wait(result, sampler, procs)
+    finally:
+        sampler.stop.set()
+        sampler.join()
+        stop_processes(procs)
+    result.samples = sampler.samples
+    result.ready_at = contender.ready_at(out_dir, env) or sampler.ready_at
+    messages = [decode(raw) for key in QUEUE_KEYS for raw in client.lrange(key, 0, -1)]
+    client.close()
+    firings = contender.firings(messages, out_dir, env)
+    if case.scenario == "steady":
+        from bench.compare.steady_count import count_steady
+
+        count_steady(result, firings)
+    else:
+        _count(result, firings)
+    return result
+
+
+def _count(result: RunResult, firings: list[Firing]) -> None:
+    due_names = {f"job-{i:07d}" for i in range(result.case.due)}
+    seen = Counter(f.name for f in firings)
+    result.duplicates = sum(n - 1 for name, n in seen.items() if n > 1)
+    result.misses = len(due_names - set(seen))
+    result.unexpected = sum(n for name, n in seen.items() if name not in due_names)
+    first_of: dict[str, float] = {}
+    for firing in firings:
+        if firing.name not in due_names:
+            continue
+        if firing.published_at is None:
+            result.untimed += 1
+        elif firing.name not in first_of or firing.published_at < first_of[firing.name]:
+            first_of[firing.name] = firing.published_at
+    result.lateness_s = sorted(at - result.due_at for at in first_of.values())
