@@ -1,4 +1,4 @@
-"""claim_due_batch: fence the epochs, lock due jobs, insert runs once, advance next_fire_at."""
+"""claim_due_batch: fence epochs, read due jobs, advance them by compare-and-set, insert runs."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from beat_engine.errors import FencedOut
 from beat_engine.fencing import fence, server_cursor
 from beat_engine.heap import DueEntry
 from beat_engine.jitter import jitter_offset
+from beat_engine.pg_arrays import int_array, text_array, timestamp_array, uuid_array
 from beat_engine.publisher import QueuedRun
 from beat_engine.quotas import TenantAllowances, within_allowance
 from beat_engine.schedules import ScheduleKind, ScheduleSpec, next_fire_after
@@ -23,38 +24,47 @@ from jobs.models import JobStatus, RunTrigger
 from jobs.services.dedup import dedup_key_for
 from jobs.states import RunState
 
-# Row locks in id order: two claimers of one partition (a handover) never deadlock.
-LOCK_DUE_JOBS_SQL = """
+# A plain read: no row locks (FOR UPDATE wrote a lock into every due tuple, a second write of
+# each row per claim). The compare-and-set in CLAIM_SQL refuses rows that changed since.
+DUE_JOBS_SQL = """
 SELECT id, tenant_id, partition, kind, cron_expression, interval_seconds, anchor_at, run_at,
        timezone, next_fire_at, queue, priority, catchup_policy, catchup_limit,
-       starting_deadline, jitter_window
+       starting_deadline, jitter_window, version
   FROM jobs_job
  WHERE id = ANY(%s::uuid[]) AND partition = ANY(%s::int[])
    AND status = 'active' AND next_fire_at <= %s
- ORDER BY id
-   FOR UPDATE
 """
 
-# One statement for the whole batch. Invariant 2: the unique (job, scheduled_for) key makes a
-# second claim of a firing a no-op, whoever races us.
-INSERT_RUNS_SQL = """
-INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger, state, due_at,
-                         attempt, epoch, dedup_key, queued_at, finished_at, last_error,
-                         created_at, worker, cancel_requested, replayed_count)
-SELECT u.*, '', false, 0
-  FROM unnest(%s::uuid[], %s::uuid[], %s::bigint[], %s::int[], %s::timestamptz[], %s::text[],
-              %s::text[], %s::timestamptz[], %s::int[], %s::bigint[], %s::text[],
-              %s::timestamptz[], %s::timestamptz[], %s::text[], %s::timestamptz[]) AS u
-ON CONFLICT (job_id, scheduled_for) DO NOTHING
-RETURNING id
-"""
-
-ADVANCE_JOBS_SQL = """
-UPDATE jobs_job j
-   SET next_fire_at = u.next_fire_at, last_fire_at = u.last_fire_at, status = u.status
-  FROM unnest(%s::uuid[], %s::timestamptz[], %s::timestamptz[], %s::text[])
-       AS u(id, next_fire_at, last_fire_at, status)
- WHERE j.id = u.id
+# One statement for the whole batch. The UPDATE advances only jobs still as read (same
+# next_fire_at and version, still active: an API edit or pause in between bumps the version
+# and wins); runs are inserted only for the jobs it advanced. Invariant 2: the unique
+# (job, scheduled_for) key makes a second claim of a firing a no-op, whoever races us.
+CLAIM_SQL = """
+WITH advanced AS (
+    UPDATE jobs_job j
+       SET next_fire_at = u.next_fire_at, last_fire_at = u.last_fire_at, status = u.status
+      FROM unnest(%s::uuid[], %s::timestamptz[], %s::timestamptz[], %s::text[],
+                  %s::timestamptz[], %s::int[])
+           AS u(id, next_fire_at, last_fire_at, status, expected_at, expected_version)
+     WHERE j.id = u.id AND j.status = 'active' AND j.next_fire_at = u.expected_at
+       AND j.version = u.expected_version
+    RETURNING j.id
+), inserted AS (
+    INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger, state,
+                             due_at, attempt, epoch, dedup_key, queued_at, finished_at,
+                             last_error, created_at, worker, cancel_requested, replayed_count)
+    SELECT r.*, '', false, 0
+      FROM unnest(%s::uuid[], %s::uuid[], %s::bigint[], %s::int[], %s::timestamptz[],
+                  %s::text[], %s::text[], %s::timestamptz[], %s::int[], %s::bigint[],
+                  %s::text[], %s::timestamptz[], %s::timestamptz[], %s::text[],
+                  %s::timestamptz[])
+           AS r(id, job_id, tenant_id, partition, scheduled_for, trigger, state, due_at,
+                attempt, epoch, dedup_key, queued_at, finished_at, last_error, created_at)
+     WHERE r.job_id IN (SELECT id FROM advanced)
+    ON CONFLICT (job_id, scheduled_for) DO NOTHING
+    RETURNING id
+)
+SELECT true, id FROM advanced UNION ALL SELECT false, id FROM inserted
 """
 
 # A job deferred because its tenant is at max_queued_runs is looked at again after this long.
@@ -68,6 +78,9 @@ class ClaimResult:
     queued: list[QueuedRun] = field(default_factory=list)
     # Jobs still active after the claim, at their next dispatch instant (for the heap).
     next_due: list[DueEntry] = field(default_factory=list)
+    # Jobs changed between the read and the compare-and-set (an API edit or pause): nothing
+    # was written for them; the engine reloads their rows.
+    refused: list[uuid.UUID] = field(default_factory=list)
     claimed: int = 0
     missed: int = 0
     pending: int = 0
@@ -76,15 +89,35 @@ class ClaimResult:
 
 
 @dataclass
-class _Rows:
-    """Column arrays for INSERT_RUNS_SQL."""
+class _Batch:
+    """Rows for CLAIM_SQL, and what each job yields if the compare-and-set accepts it."""
 
-    cols: list[list[object]] = field(default_factory=lambda: [[] for _ in range(15)])
+    runs: list[tuple[Any, ...]] = field(default_factory=list)
+    advance: list[tuple[Any, ...]] = field(default_factory=list)
     queued: dict[uuid.UUID, QueuedRun] = field(default_factory=dict)
+    pending: set[uuid.UUID] = field(default_factory=set)
+    missed: dict[uuid.UUID, int] = field(default_factory=dict)
+    next_due: dict[uuid.UUID, DueEntry] = field(default_factory=dict)
 
-    def add(self, values: Sequence[object]) -> None:
-        for column, value in zip(self.cols, values, strict=True):
-            column.append(value)
+    def params(self) -> list[str]:
+        """CLAIM_SQL's parameters: one array literal per column, cast in SQL."""
+        ids, nexts, lasts, statuses, expected, versions = _columns(self.advance, 6)
+        (run_ids, job_ids, tenants, partitions, scheduled, triggers, states, due, attempts,
+         epochs, dedup, queued_at, finished, errors, created) = _columns(self.runs, 15)  # fmt: skip
+        return [
+            uuid_array(ids), timestamp_array(nexts), timestamp_array(lasts),
+            text_array(statuses), timestamp_array(expected), int_array(versions),
+            uuid_array(run_ids), uuid_array(job_ids), int_array(tenants), int_array(partitions),
+            timestamp_array(scheduled), text_array(triggers), text_array(states),
+            timestamp_array(due), int_array(attempts), int_array(epochs), text_array(dedup),
+            timestamp_array(queued_at), timestamp_array(finished), text_array(errors),
+            timestamp_array(created),
+        ]  # fmt: skip
+
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
+    # zip(*rows) transposes in C; a batch may hold no run at all (every firing skipped).
+    return list(zip(*rows, strict=True)) if rows else [()] * width
 
 
 def _tenant(row: Sequence[object]) -> int:
@@ -144,40 +177,41 @@ def _plan(
     return plan.run, plan.missed, plan.missed_count, plan.next_fire_at
 
 
-def _add_job(
-    rows: _Rows, result: ClaimResult, row: Sequence[object], epoch: int, now: datetime
-) -> tuple[datetime | None, datetime]:
-    job_id, tenant_id, partition = row[0], row[1], row[2]
+def _add_job(batch: _Batch, row: Sequence[object], epoch: int, now: datetime) -> None:
+    job_id, tenant_id, partition, due, version = row[0], row[1], row[2], row[9], row[16]
     assert isinstance(job_id, uuid.UUID)
     assert isinstance(partition, int)
+    assert isinstance(due, datetime)
     offset = _jitter(row)
     runs, missed, missed_count, following = _plan(_spec(row), row, now)
     catch_up = len(runs) > 1 or missed_count > 0
     trigger = RunTrigger.CATCH_UP if catch_up else RunTrigger.SCHEDULE
     for instant in missed:
-        rows.add([uuid.uuid4(), job_id, tenant_id, partition, instant, trigger, RunState.MISSED,
-                  instant + offset, 0, epoch, dedup_key_for(job_id, instant), None, now,
-                  _MISSED_REASON, now])  # fmt: skip
-    result.missed += missed_count
+        key = dedup_key_for(job_id, instant)
+        batch.runs.append((uuid.uuid4(), job_id, tenant_id, partition, instant, trigger,
+                           RunState.MISSED, instant + offset, 0, epoch, key, None, now,
+                           _MISSED_REASON, now))  # fmt: skip
+    if missed_count:
+        batch.missed[job_id] = missed_count
     for scheduled_for in runs:
         run_id, due_at = uuid.uuid4(), scheduled_for + offset
         # A jittered firing not yet due waits as a pending timer: never dispatch early (I5).
         state = RunState.QUEUED if due_at <= now else RunState.PENDING
-        rows.add([run_id, job_id, tenant_id, partition, scheduled_for, trigger, state, due_at,
-                  1 if state == RunState.QUEUED else 0, epoch,
-                  dedup_key_for(job_id, scheduled_for), now if state == RunState.QUEUED else None,
-                  None, "", now])  # fmt: skip
+        batch.runs.append((run_id, job_id, tenant_id, partition, scheduled_for, trigger, state,
+                           due_at, 1 if state == RunState.QUEUED else 0, epoch,
+                           dedup_key_for(job_id, scheduled_for),
+                           now if state == RunState.QUEUED else None, None, "", now))  # fmt: skip
         if state == RunState.QUEUED:
             queue, priority = row[10], row[11]
             assert isinstance(priority, int)
-            rows.queued[run_id] = QueuedRun(run_id, 1, partition, str(queue), priority)
+            batch.queued[run_id] = QueuedRun(run_id, 1, partition, str(queue), priority)
         else:
-            result.pending += 1
-    last = max([*runs, *missed], default=row[9])
-    assert isinstance(last, datetime)
+            batch.pending.add(run_id)
+    last = max([*runs, *missed], default=due)
     if following is not None:
-        result.next_due.append(DueEntry(following + offset, job_id, partition, _tenant(row)))
-    return following, last
+        batch.next_due[job_id] = DueEntry(following + offset, job_id, partition, _tenant(row))
+    status = JobStatus.ACTIVE if following else JobStatus.COMPLETED
+    batch.advance.append((job_id, following, last, status, due, version))
 
 
 def claim_due_batch(
@@ -193,6 +227,8 @@ def claim_due_batch(
     Invariant 3: the epoch check comes first and holds the partition rows locked to commit;
     entries of partitions whose epoch is no longer ours are not touched, and reported in
     ``fenced_out`` so that the engine drops those partitions and dispatches nothing for them.
+    The due jobs are read without row locks and advanced by compare-and-set on (next_fire_at,
+    version, status): a job changed in between is left alone and reported in ``refused``.
     """
     result = ClaimResult()
     wanted = {e.partition for e in entries if e.partition in epochs}
@@ -204,7 +240,7 @@ def claim_due_batch(
         if not ids:
             return result
         with server_cursor() as cursor:
-            cursor.execute(LOCK_DUE_JOBS_SQL, [ids, sorted(ours), now])
+            cursor.execute(DUE_JOBS_SQL, [uuid_array(ids), int_array(sorted(ours)), now])
             quotas = quotas if quotas is not None else TenantAllowances(refresh_s=0.0)
             rows = _within_quota(cursor, cursor.fetchall(), entries, result, now, quotas, mono)
             _claim_rows(cursor, rows, result, epochs, now)
@@ -243,8 +279,7 @@ def _claim_rows(
     epochs: Mapping[int, int],
     now: datetime,
 ) -> None:
-    rows = _Rows()
-    advance: tuple[list[object], list[object], list[object], list[object]] = ([], [], [], [])
+    batch = _Batch()
     for row in jobs:
         due = row[9]
         assert isinstance(due, datetime)
@@ -255,17 +290,20 @@ def _claim_rows(
             assert isinstance(row[0], uuid.UUID)
             result.next_due.append(DueEntry(due + _jitter(row), row[0], partition, _tenant(row)))
             continue
-        following, last = _add_job(rows, result, row, epochs[partition], now)
-        for column, value in zip(
-            advance,
-            (row[0], following, last, JobStatus.ACTIVE if following else JobStatus.COMPLETED),
-            strict=True,
-        ):
-            column.append(value)
-    if not advance[0]:
+        _add_job(batch, row, epochs[partition], now)
+    if not batch.advance:
         return
-    cursor.execute(INSERT_RUNS_SQL, rows.cols)
-    inserted = {row[0] for row in cursor.fetchall()}
-    cursor.execute(ADVANCE_JOBS_SQL, list(advance))
-    result.queued = [run for run_id, run in rows.queued.items() if run_id in inserted]
-    result.claimed = len(advance[0])
+    cursor.execute(CLAIM_SQL, batch.params())
+    advanced: set[uuid.UUID] = set()
+    inserted: set[uuid.UUID] = set()
+    for is_job, row_id in cursor.fetchall():
+        (advanced if is_job else inserted).add(row_id)
+    result.queued = [run for run_id, run in batch.queued.items() if run_id in inserted]
+    result.pending = len(batch.pending & inserted)
+    result.missed = sum(n for job, n in batch.missed.items() if job in advanced)
+    result.next_due.extend(e for job, e in batch.next_due.items() if job in advanced)
+    result.refused = [
+        job for job in (r[0] for r in batch.advance)
+        if isinstance(job, uuid.UUID) and job not in advanced
+    ]  # fmt: skip
+    result.claimed = len(advanced)

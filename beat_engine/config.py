@@ -54,6 +54,10 @@ class EngineConfig:
     # A queued run is republished when no worker started it this long after its publish
     # (message lost in a broker restart); longer than the run lease to spare slow queues.
     republish_after_s: float = 60.0
+    # Published runs are marked published (a hint for the sweep) when no claim is due, or
+    # after at most this long: the mark is off the critical path of a spike. Capped at half
+    # of publish_sweep_after_s (mark_within_s) so that the sweep never sees an unmarked run.
+    mark_delay_s: float = 5.0
 
     @classmethod
     def from_settings(cls, *, node_id: str | None = None, **overrides: Any) -> EngineConfig:
@@ -86,6 +90,10 @@ class EngineConfig:
             )
         if self.partitions < 1 or self.claim_batch < 1:
             raise ValueError("partitions and claim batch must be positive")
+
+    @property
+    def mark_within_s(self) -> float:
+        return min(self.mark_delay_s, self.publish_sweep_after_s / 2)
 
     @property
     def lease_ttl_ms(self) -> int:

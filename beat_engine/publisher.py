@@ -15,6 +15,7 @@ import redis
 from django.db import connection, transaction
 
 from beat_engine.fencing import server_cursor
+from beat_engine.pg_arrays import uuid_array
 from jobs.states import RunState
 
 EXECUTE_TASK = "jobs.execute_run"
@@ -141,6 +142,33 @@ UPDATE jobs_jobrun
 """
 
 
+@dataclass(frozen=True)
+class Pushed:
+    """Runs whose messages went out at ``published_at``, not yet marked published."""
+
+    published_at: datetime
+    run_ids: tuple[uuid.UUID, ...]
+
+
+def mark_published(batches: Sequence[Pushed]) -> None:
+    """Mark pushed runs published, with the instant each was pushed, in one transaction.
+
+    The mark is a hint for the sweep, not a promise: if a crash loses it, the sweep publishes
+    the run again and the worker's compare-and-set drops the duplicate. So it need not wait
+    for its WAL flush. Claims keep synchronous_commit on: a claim lost after its messages
+    went out would let the firing be claimed twice.
+    """
+    if not batches:
+        return
+    with transaction.atomic(), server_cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit = off")
+        for batch in batches:
+            cursor.execute(
+                MARK_PUBLISHED_SQL,
+                [batch.published_at, batch.published_at, uuid_array(batch.run_ids)],
+            )
+
+
 class Publisher:
     def __init__(self, client: redis.Redis[bytes], *, origin: str) -> None:
         self._client = client
@@ -166,23 +194,14 @@ class Publisher:
         *,
         epochs: Mapping[int, int],
         now: Callable[[], datetime],
-    ) -> int:
-        """Push, then mark published (outbox): a crash between them leaves the runs for the
-        sweep to publish again, and the worker's compare-and-set drops the duplicate."""
+    ) -> Pushed:
+        """Push; the caller marks the result published (outbox), now or a little later with
+        mark_published: a crash before the mark leaves the runs for the sweep to publish
+        again, and the worker's compare-and-set drops the duplicate."""
         if not runs:
-            return 0
+            return Pushed(now(), ())
         self.push(runs, epochs)
-        published_at = now()
-        with transaction.atomic(), server_cursor() as cursor:
-            # The mark is a hint for the sweep, not a promise: if a crash loses it, the sweep
-            # publishes the run again and the worker's compare-and-set drops the duplicate. So
-            # it need not wait for its WAL flush. Claims keep synchronous_commit on: a claim
-            # lost after its messages went out would let the firing be claimed twice.
-            cursor.execute("SET LOCAL synchronous_commit = off")
-            cursor.execute(
-                MARK_PUBLISHED_SQL, [published_at, published_at, [r.run_id for r in runs]]
-            )
-        return len(runs)
+        return Pushed(now(), tuple(r.run_id for r in runs))
 
 
 SWEEP_SQL = f"""
