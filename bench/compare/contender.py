@@ -21,6 +21,17 @@ class Firing:
     published_at: float | None  # wall-clock seconds; None when the scheduler left no record
     # The instant the firing was for, when the scheduler records it (ours); None for peers.
     scheduled_at: float | None = None
+    # Our job's partition (failover: was it the killed node's work?); None for peers.
+    partition: int | None = None
+
+
+@dataclass(frozen=True)
+class Victim:
+    """The process a failover run kills, and the work it held (None: all of it)."""
+
+    index: int
+    partitions: frozenset[int] | None
+    share: float  # fraction of the work it held when killed
 
 
 class Contender(Protocol):
@@ -40,15 +51,20 @@ class Contender(Protocol):
         self, messages: list[list[object]], out_dir: Path, env: dict[str, str]
     ) -> list[Firing]: ...
 
+    def victim(self, out_dir: Path, env: dict[str, str]) -> Victim | None: ...
+
 
 def steady_plan(case: Case, due_at: datetime) -> str:
     from bench.compare.steady import SteadyPlan
 
-    return SteadyPlan(case.due, case.period_s, due_at.timestamp()).to_json()
+    # Failover: our killed node's firings are replayed by the survivor (replay_all); the
+    # default policy, skip, would fire only the latest of those missed while the lease ran out.
+    catchup = "replay_all" if case.scenario == "failover" else "skip"
+    return SteadyPlan(case.due, case.period_s, due_at.timestamp(), catchup).to_json()
 
 
 def run_register(kind: str, case: Case, due_at: datetime, env: dict[str, str]) -> None:
-    if case.scenario == "steady":
+    if case.scenario in ("steady", "failover"):
         argv = ["-m", "bench.compare.steady", kind, steady_plan(case, due_at)]
     else:
         argv = ["-m", "bench.compare.register", kind, str(case.registered), str(case.due),

@@ -22,7 +22,17 @@ METRICS: tuple[tuple[str, str, bool], ...] = (
     ("cpu_per_1000_firings", "s", True),
     ("duplicates", "count", True),
     ("misses", "count", True),
+    # Failover only (bench.compare.failover).
+    ("victim_share", "fraction", False),
+    ("resume", "s", True),
+    ("lateness_p99_after_kill", "s", True),
+    ("lateness_max_after_kill", "s", True),
+    ("lateness_p99_settled", "s", True),
 )
+FAILOVER_METRICS = frozenset(
+    ("victim_share", "resume", "lateness_p99_after_kill", "lateness_max_after_kill",
+     "lateness_p99_settled")
+)  # fmt: skip
 UNITS = {name: unit for name, unit, _ in METRICS}
 LOWER_IS_BETTER = {name: lower for name, _, lower in METRICS}
 
@@ -38,6 +48,8 @@ def run_metrics(run: RunResult) -> dict[str, float | None]:
     due = run.case.due
     peak_rss = max((s.rss_bytes for s in run.samples), default=0) / 2**20
     cpu = max((s.cpu_s for s in run.samples), default=0.0)
+    if run.case.scenario == "failover":
+        return _failover_metrics(run, peak_rss, cpu)
     if run.case.scenario == "steady":
         return _steady_metrics(run, peak_rss, cpu)
     last = late[-1] if late and run.misses == 0 else None
@@ -55,7 +67,7 @@ def run_metrics(run: RunResult) -> dict[str, float | None]:
         "cpu_per_1000_firings": cpu * 1000 / len(late) if late and cpu else None,
         "duplicates": float(run.duplicates),
         "misses": float(run.misses),
-    }
+    } | dict.fromkeys(FAILOVER_METRICS)
 
 
 def _steady_metrics(run: RunResult, peak_rss: float, cpu: float) -> dict[str, float | None]:
@@ -74,6 +86,22 @@ def _steady_metrics(run: RunResult, peak_rss: float, cpu: float) -> dict[str, fl
         "cpu_per_1000_firings": cpu * 1000 / len(late) if late and cpu else None,
         "duplicates": float(run.duplicates) if run.counted else None,
         "misses": float(run.misses) if run.counted else None,
+    } | dict.fromkeys(FAILOVER_METRICS)
+
+
+def _failover_metrics(run: RunResult, peak_rss: float, cpu: float) -> dict[str, float | None]:
+    figures = dict.fromkeys(UNITS) | _steady_metrics(run, peak_rss, cpu)
+    stats = run.failover
+    if stats is None:
+        return figures
+    return figures | {
+        "victim_share": stats.victim_share,
+        "resume": stats.resume_s,
+        "lateness_p99_after_kill": stats.lateness_p99_after,
+        "lateness_max_after_kill": stats.lateness_max_after,
+        "lateness_p99_settled": stats.lateness_p99_settled,
+        "duplicates": float(stats.duplicates),
+        "misses": float(stats.misses),
     }
 
 

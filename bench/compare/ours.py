@@ -11,12 +11,12 @@ from pathlib import Path
 import psycopg
 import redis
 
-from bench.compare.contender import Firing, run_register, spawn
-from bench.compare.workload import Case
+from bench.compare.contender import Firing, Victim, run_register, spawn
+from bench.compare.workload import FAILOVER_LEASE_S, Case
 
 RUNS_SQL = """
 SELECT r.id::text, j.name, extract(epoch FROM r.published_at),
-       extract(epoch FROM r.scheduled_for)
+       extract(epoch FROM r.scheduled_for), j.partition
   FROM jobs_jobrun r JOIN jobs_job j ON j.id = r.job_id
 """
 
@@ -42,6 +42,8 @@ class Ours:
         self, case: Case, due_at: datetime, out_dir: Path, env: dict[str, str]
     ) -> list[subprocess.Popen[bytes]]:
         argv = [sys.executable, "manage.py", "beat_engine"]
+        if case.scenario == "failover":
+            env = {**env, "SCHEDULER_LEASE_TTL_S": str(FAILOVER_LEASE_S)}
         return [
             spawn([*argv, "--node-id", f"bench-{i}"], out_dir, env, f"{self.name}-{i}")
             for i in range(self.nodes)
@@ -58,15 +60,44 @@ class Ours:
             rows = {row[0]: row[1:] for row in conn.execute(RUNS_SQL)}
         result = []
         for args in messages:
-            name, at, scheduled = rows.get(str(args[0]), (f"unknown-run-{args[0]}", None, None))
+            unknown = (f"unknown-run-{args[0]}", None, None, None)
+            name, at, scheduled, partition = rows.get(str(args[0]), unknown)
             result.append(
                 Firing(
                     name,
                     float(at) if at is not None else None,
                     float(scheduled) if scheduled is not None else None,
+                    int(partition) if partition is not None else None,
                 )
             )
         return result
+
+    def victim(self, out_dir: Path, env: dict[str, str]) -> Victim | None:
+        """The node holding the most partition leases right now."""
+        client = redis.Redis.from_url(env["REDIS_URL"])
+        try:
+            keys = client.keys("sched:lease:*")
+            owners = client.mget(keys) if keys else []
+        finally:
+            client.close()
+        leases = {
+            int(key.decode().rsplit(":", 1)[1]): owner.decode()
+            for key, owner in zip(keys, owners, strict=True)
+            if owner is not None
+        }
+        return pick_victim(leases, [f"bench-{i}" for i in range(self.nodes)])
+
+
+def pick_victim(leases: dict[int, str], nodes: list[str]) -> Victim | None:
+    """The node owning most partitions (``leases``: partition -> owner node id)."""
+    if not leases:
+        return None
+    counts = {node: sum(1 for owner in leases.values() if owner == node) for node in nodes}
+    node = max(nodes, key=lambda n: counts[n])
+    if not counts[node]:
+        return None
+    owned = frozenset(p for p, owner in leases.items() if owner == node)
+    return Victim(nodes.index(node), owned, len(owned) / len(leases))
 
 
 def first_lease_seen(env: dict[str, str]) -> bool:

@@ -38,6 +38,12 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     redbeat_redis_url=os.environ.get("BENCH_REDIS_URL", ""),
 )
+if os.environ.get("BENCH_REDBEAT_LOCK_TIMEOUT"):
+    app.conf.redbeat_lock_timeout = float(os.environ["BENCH_REDBEAT_LOCK_TIMEOUT"])
+if os.environ.get("BENCH_MAX_LOOP_S"):
+    app.conf.beat_max_loop_interval = float(os.environ["BENCH_MAX_LOOP_S"])
+TAG = os.environ.get("BENCH_TAG", "")
+FLUSH_S = float(os.environ.get("BENCH_FLUSH_S", "0.25"))
 
 
 def entry_name(index: int) -> str:
@@ -82,7 +88,7 @@ class _PublishLog:
 
     def add(self, name: str, at: float) -> None:
         self._lines.append(f"{name}\t{at:.6f}\n")
-        if time.monotonic() - self._flushed_at > 0.25:
+        if time.monotonic() - self._flushed_at >= FLUSH_S:
             self.flush()
 
     def flush(self) -> None:
@@ -92,7 +98,7 @@ class _PublishLog:
         self._flushed_at = time.monotonic()
 
 
-_log = _PublishLog(OUT_DIR / "publish.log") if "BENCH_OUT_DIR" in os.environ else None
+_log = _PublishLog(OUT_DIR / f"publish{TAG}.log") if "BENCH_OUT_DIR" in os.environ else None
 if _log is not None:
     atexit.register(_log.flush)
 
@@ -122,10 +128,14 @@ def _mark_first_tick() -> None:
     cls = _scheduler_class()
     original = cls.tick
     marker = OUT_DIR / "ready"
+    # Per process: in failover runs, the beat that ticks is the one holding RedBeat's lock.
+    mine = OUT_DIR / f"ticked-{TAG}" if TAG else None
 
     def tick(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not marker.exists():
             marker.write_text(f"{time.time():.6f}\n")
+        if mine is not None and not mine.exists():
+            mine.write_text(f"{time.time():.6f}\n")
         return original(self, *args, **kwargs)
 
     cls.tick = tick

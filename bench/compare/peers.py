@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from bench.compare.contender import Firing, run_register, spawn, steady_plan
-from bench.compare.workload import Case
+from bench.compare.contender import Firing, Victim, run_register, spawn, steady_plan
+from bench.compare.workload import FAILOVER_LEASE_S, REDBEAT_MAX_LOOP_S, Case
 
 _PEER_TIMESTAMP = (
     "wall clock read in the beat process by an `after_task_publish` receiver, i.e. after "
@@ -50,6 +50,11 @@ class Peer:
         }
         if out_dir is not None:
             peer_env["BENCH_OUT_DIR"] = str(out_dir)
+        if case.scenario == "failover":
+            peer_env["BENCH_REDBEAT_LOCK_TIMEOUT"] = str(FAILOVER_LEASE_S)
+            peer_env["BENCH_MAX_LOOP_S"] = str(REDBEAT_MAX_LOOP_S)
+            # A killed process loses what its publish log buffered; write every line at once.
+            peer_env["BENCH_FLUSH_S"] = "0"
         if self.name == "celery-beat" and case.scenario == "steady":
             peer_env["BENCH_STEADY"] = steady_plan(case, due_at)
         elif self.name == "celery-beat":
@@ -68,7 +73,14 @@ class Peer:
             "-S", _SCHEDULER_CLASS[self.name],
             "-s", str(out_dir / "celerybeat-schedule"), "--pidfile=",
         ]  # fmt: skip
-        return [spawn(argv, out_dir, self._env(case, due_at, out_dir, env), self.name)]
+        peer_env = self._env(case, due_at, out_dir, env)
+        if case.scenario != "failover":
+            return [spawn(argv, out_dir, peer_env, self.name)]
+        # Two beats: whichever takes RedBeat's lock first runs, the other blocks on the lock.
+        return [
+            spawn(argv, out_dir, {**peer_env, "BENCH_TAG": str(i)}, f"{self.name}-{i}")
+            for i in range(2)
+        ]
 
     def ready_at(self, out_dir: Path, env: dict[str, str]) -> float | None:
         marker = out_dir / "ready"
@@ -79,17 +91,27 @@ class Peer:
     ) -> list[Firing]:
         # A message and its publish record are paired by entry name, in publish order.
         times: dict[str, deque[float]] = defaultdict(deque)
-        log = out_dir / "publish.log"
-        if log.exists():
-            for line in log.read_text().splitlines():
-                name, at = line.split("\t")
-                times[name].append(float(at))
+        # One log per beat process (failover runs two); merged in publish-time order.
+        lines = [
+            ln
+            for log in sorted(out_dir.glob("publish*.log"))
+            for ln in log.read_text().splitlines()
+        ]
+        for name, at in sorted((ln.split("\t") for ln in lines), key=lambda p: float(p[1])):
+            times[name].append(float(at))
         result = []
         for args in messages:
             name = str(args[0])
             at = times[name].popleft() if times[name] else None
             result.append(Firing(name, at))
         return result
+
+    def victim(self, out_dir: Path, env: dict[str, str]) -> Victim | None:
+        """The beat that ticked, i.e. holds the lock (the standby blocks before its first tick)."""
+        ticked = sorted(out_dir.glob("ticked-*"))
+        if len(ticked) != 1:
+            return None
+        return Victim(int(ticked[0].name.split("-", 1)[1]), None, 1.0)
 
 
 PEERS = {name: Peer(name) for name in _SCHEDULER_CLASS}

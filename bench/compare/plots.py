@@ -127,6 +127,35 @@ def steady_over_time(results: list[RunResult], path: Path) -> bool:
     return True
 
 
+def failover_around_kill(results: list[RunResult], path: Path) -> bool:
+    """Firings published per second, seconds relative to the kill -9 of the holder."""
+    runs: dict[str, RunResult] = {}
+    for run in results:
+        if run.case.scenario == "failover" and run.timeline and run.kill_at is not None:
+            runs.setdefault(run.scheduler, run)
+    if not runs:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for scheduler, run in runs.items():
+        kill_at = run.kill_at or 0.0
+        per_second: dict[int, int] = defaultdict(int)
+        for at, _ in run.timeline:
+            per_second[int((at - kill_at) // 1)] += 1
+        seconds = range(min(per_second), max(per_second) + 1)
+        ax.plot(list(seconds), [per_second[s] for s in seconds], label=scheduler)
+    ax.axvline(0, color="red", linestyle="--", linewidth=1, label="kill -9 of the holder")
+    case = next(iter(runs.values())).case
+    ax.set_title(f"Failover: {case.due // case.period_s:,} firings/s asked")
+    ax.set_xlabel("seconds after the kill")
+    ax.set_ylabel("firings published in that second")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def draw_all(results: list[RunResult], img_dir: Path) -> list[tuple[str, str]]:
     """Draw every plot the results allow; returns (file name, alt text) of those drawn."""
     img_dir.mkdir(parents=True, exist_ok=True)
@@ -136,6 +165,7 @@ def draw_all(results: list[RunResult], img_dir: Path) -> list[tuple[str, str]]:
         ("compare-spike-firings-per-second.png", "Firings per second", firings_over_time),
         ("compare-rss-by-registered.png", "Peak RSS against registered jobs", rss_by_registered),
         ("compare-steady-over-time.png", "Steady rate and lateness over time", steady_over_time),
+        ("compare-failover.png", "Firings per second around the kill", failover_around_kill),
     ):
         if draw(results, img_dir / name):
             drawn.append((name, alt))

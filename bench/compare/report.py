@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.compare.contender import Contender
-from bench.compare.metrics import Figure, pairwise_ratio, summarise
+from bench.compare.metrics import FAILOVER_METRICS, Figure, pairwise_ratio, summarise
 from bench.compare.runner import RunResult
 from bench.compare.workload import CELERY_PEERS, Case, Profile
 
@@ -31,6 +31,28 @@ COLUMNS = (
     ("misses", "miss"),
 )
 RATIO_METRICS = ("last_publish", "lateness_p99", "cpu_per_1000_firings", "peak_rss")
+FAILOVER_COLUMNS = (
+    ("victim_share", "work killed"),
+    ("resume", "resume (s)"),
+    ("misses", "missed"),
+    ("duplicates", "dup"),
+    ("lateness_p99_after_kill", "p99 after kill (s)"),
+    ("lateness_max_after_kill", "max after kill (s)"),
+    ("lateness_p99_settled", "p99 settled (s)"),
+    ("firings_per_s", "firings/s"),
+)
+FAILOVER_RATIOS = ("resume", "lateness_p99_after_kill", "lateness_max_after_kill")
+# Records a failover run has figures for; the spike-only ones would all be null.
+FAILOVER_RECORDS = FAILOVER_METRICS | {
+    "firings_per_s",
+    "lateness_p50",
+    "lateness_p99",
+    "lateness_max",
+    "peak_rss",
+    "cpu",
+    "duplicates",
+    "misses",
+}
 
 
 def _fmt(value: float | None) -> str:
@@ -56,22 +78,25 @@ def group(results: list[RunResult]) -> dict[Case, dict[str, list[RunResult]]]:
     return grouped
 
 
-def case_table(runs_by_scheduler: dict[str, list[RunResult]]) -> list[str]:
+def case_table(
+    runs_by_scheduler: dict[str, list[RunResult]],
+    columns: tuple[tuple[str, str], ...] = COLUMNS,
+) -> list[str]:
     lines = [
-        "| scheduler | " + " | ".join(title for _, title in COLUMNS) + " |",
-        "|---" * (len(COLUMNS) + 1) + "|",
+        "| scheduler | " + " | ".join(title for _, title in columns) + " |",
+        "|---" * (len(columns) + 1) + "|",
     ]
     for scheduler, runs in runs_by_scheduler.items():
         figures = {f.metric: f for f in summarise(runs)}
         errors = sorted({r.error for r in runs if r.error})
         note = f" (error: {'; '.join(errors)})" if errors else ""
         unfinished = sum(1 for r in runs if r.misses and not r.error)
-        if unfinished and runs[0].case.scenario != "steady":
+        if unfinished and runs[0].case.scenario not in ("steady", "failover"):
             note += (
                 f" (did not finish within {runs[0].case.deadline_s:.0f} s in {unfinished} of "
                 f"{len(runs)} runs)"
             )
-        cells = " | ".join(_cell(figures[metric]) for metric, _ in COLUMNS)
+        cells = " | ".join(_cell(figures[metric]) for metric, _ in columns)
         lines.append(f"| {scheduler}{note} | {cells} |")
     return lines
 
@@ -98,11 +123,25 @@ def ratio_lines(runs_by_scheduler: dict[str, list[RunResult]]) -> list[str]:
     return lines
 
 
+def failover_ratio_lines(runs_by_scheduler: dict[str, list[RunResult]]) -> list[str]:
+    """Ours / RedBeat, the one peer with a takeover, pair by pair within this run."""
+    if "ours-2" not in runs_by_scheduler or "redbeat" not in runs_by_scheduler:
+        return []
+    ours, theirs = runs_by_scheduler["ours-2"], runs_by_scheduler["redbeat"]
+    return [
+        f"- ours-2 / redbeat on `{metric}`: {_fmt(pairwise_ratio(ours, theirs, metric))}"
+        for metric in FAILOVER_RATIOS
+    ]
+
+
 def _records(results: list[RunResult]) -> list[dict[str, object]]:
     records = []
     for runs_by_scheduler in group(results).values():
         for runs in runs_by_scheduler.values():
             for f in summarise(runs):
+                failover = f.scenario == "failover"
+                if f.metric not in FAILOVER_RECORDS if failover else f.metric in FAILOVER_METRICS:
+                    continue
                 records.append({
                     "source": SOURCE, "scheduler": f.scheduler, "scenario": f.scenario,
                     "n": f.n, "registered": f.registered, "metric": f.metric,
@@ -165,6 +204,13 @@ def write_report(
     ]  # fmt: skip
     lines += [f"> {note}" for note in notes] + ([""] if notes else [])
     for case, runs_by_scheduler in group(results).items():
+        if case.scenario == "failover":
+            lines += [f"### failover: kill -9 at {case.kill_after_s:.0f} s of "
+                      f"{case.due // case.period_s:,} firings/s for {case.duration_s:.0f} s "
+                      f"({case.due:,} interval jobs, period {case.period_s} s)", ""]  # fmt: skip
+            lines += [*case_table(runs_by_scheduler, FAILOVER_COLUMNS), ""]
+            lines += [*failover_ratio_lines(runs_by_scheduler), ""]
+            continue
         if case.scenario == "steady":
             lines += [f"### steady: {case.due // case.period_s:,} firings/s for "
                       f"{case.duration_s:.0f} s ({case.due:,} interval jobs, period "

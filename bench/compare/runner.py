@@ -10,16 +10,22 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import redis
 
-from bench.compare.contender import Contender, Firing
+from bench.compare.contender import Contender, Firing, Victim
 from bench.compare.ours import first_lease_seen
 from bench.compare.workload import Case
+
+if TYPE_CHECKING:
+    # Only for the annotation: failover imports metrics, which imports this module.
+    from bench.compare.failover import FailoverStats
 
 # Lists the messages can land in: Celery's default queue for the peers; our engine's queue
 # and its priority lists (kombu's Redis transport keeps one list per priority step).
@@ -57,6 +63,10 @@ class RunResult:
     timeline: list[tuple[float, float]] = field(default_factory=list)
     # False where misses and duplicates have no definition (peers' re-anchoring intervals).
     counted: bool = True
+    # Failover: what was killed and when, and the figures of the takeover (FailoverStats).
+    victim: Victim | None = None
+    kill_at: float | None = None
+    failover: FailoverStats | None = None
 
     @property
     def ok(self) -> bool:
@@ -125,19 +135,32 @@ def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait()
 
 
-def _wait(result: RunResult, sampler: Sampler, procs: list[subprocess.Popen[bytes]]) -> None:
+def _wait(
+    result: RunResult,
+    sampler: Sampler,
+    procs: list[subprocess.Popen[bytes]],
+    kill: Callable[[], tuple[Victim, float] | None] | None = None,
+) -> None:
     case = result.case
     settle_until: float | None = None
-    # A steady run lasts its duration; a spike ends when every due message is in the broker.
-    until = case.duration_s if case.scenario == "steady" else case.deadline_s
+    # Steady and failover runs last their duration; a spike ends when every due message is in.
+    timed = case.scenario in ("steady", "failover")
+    until = case.duration_s if timed else case.deadline_s
     while True:
         now = time.time()
-        if any(p.poll() is not None for p in procs):
+        if kill is not None and result.kill_at is None and now >= result.due_at + case.kill_after_s:
+            killed = kill()
+            if killed is None:
+                result.error = "failover: no process held the work at the kill instant"
+                return
+            result.victim, result.kill_at = killed
+        alive = [p for i, p in enumerate(procs) if not (result.victim and i == result.victim.index)]
+        if any(p.poll() is not None for p in alive):
             result.error = f"scheduler process exited early (code {procs[0].poll()})"
             return
         if now > result.due_at + until:
             return
-        if case.scenario != "steady" and now >= result.due_at and sampler.queued() >= case.due:
+        if not timed and now >= result.due_at and sampler.queued() >= case.due:
             settle_until = settle_until or now + SETTLE_S
             if now >= settle_until:
                 return
@@ -154,7 +177,7 @@ def measure(
     client.flushdb()
     # Registering large cases takes a while; the due instant has to leave room for it.
     lead_s = case.startup_budget_s + case.registered / 4000
-    if case.scenario == "steady":
+    if case.scenario in ("steady", "failover"):
         # Interval schedules need no minute boundary; a whole second keeps logs readable.
         due = datetime.fromtimestamp(math.ceil(time.time() + lead_s), UTC)
     else:
@@ -165,8 +188,15 @@ def measure(
     procs = contender.start(case, due, out_dir, env)
     sampler = Sampler(procs, env, ours=contender.name.startswith("ours"))
     sampler.start()
+    kill = None
+    if case.scenario == "failover":
+        from bench.compare.failover import kill_victim
+
+        def kill() -> tuple[Victim, float] | None:
+            return kill_victim(contender, procs, out_dir, env)
+
     try:
-        _wait(result, sampler, procs)
+        _wait(result, sampler, procs, kill)
     finally:
         sampler.stop.set()
         sampler.join()
@@ -180,6 +210,10 @@ def measure(
         from bench.compare.steady_count import count_steady
 
         count_steady(result, firings)
+    elif case.scenario == "failover":
+        from bench.compare.steady_count import count_failover
+
+        count_failover(result, firings)
     else:
         _count(result, firings)
     return result

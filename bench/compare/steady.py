@@ -9,6 +9,7 @@ anchored (``anchor + k * period``), so ours is taken against ``scheduled_for``.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import uuid
 from collections import defaultdict
@@ -24,6 +25,7 @@ class SteadyPlan:
     entries: int
     period_s: int
     start_at: float  # epoch seconds of the first firing
+    catchup: str = "skip"  # our jobs' catchup_policy
 
     def first_due(self, index: int) -> float:
         return self.start_at + self.period_s * index / self.entries
@@ -33,13 +35,17 @@ class SteadyPlan:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"entries": self.entries, "period_s": self.period_s, "start_at": self.start_at}
-        )
+            {"entries": self.entries, "period_s": self.period_s, "start_at": self.start_at,
+             "catchup": self.catchup}
+        )  # fmt: skip
 
     @classmethod
     def from_json(cls, raw: str) -> SteadyPlan:
         data = json.loads(raw)
-        return cls(int(data["entries"]), int(data["period_s"]), float(data["start_at"]))
+        return cls(
+            int(data["entries"]), int(data["period_s"]), float(data["start_at"]),
+            str(data.get("catchup", "skip")),
+        )  # fmt: skip
 
 
 def entry_name(index: int) -> str:
@@ -108,9 +114,14 @@ def register_redbeat(plan: SteadyPlan) -> None:
                       "schedule": every, "enabled": True}  # fmt: skip
         pipe.hset(entry.key, "definition", json.dumps(definition, cls=RedBeatJSONEncoder))
         pipe.hset(entry.key, "meta", json.dumps({"last_run_at": last}, cls=RedBeatJSONEncoder))
-        # Score = the first due instant. RedBeat's own score for a last_run_at that is not
-        # "now" would be off by the difference; after the first firing it sets its own.
-        pipe.zadd(app.redbeat_conf.schedule_key, {entry.key: plan.first_due(i)})
+        # Score = the first due instant in whole seconds, as RedBeat's to_timestamp writes it
+        # (RedBeat's own score for a last_run_at that is not "now" would be off by the
+        # difference; after the first firing it sets its own). A fractional score made RedBeat
+        # burst: its tick reads due entries up to floor(now) and peeks at one more; that one,
+        # already due, reports the period as its next check, so the beat slept a whole
+        # max interval and then fired everything at once.
+        score = math.floor(plan.first_due(i))
+        pipe.zadd(app.redbeat_conf.schedule_key, {entry.key: score})
         if i % BATCH == BATCH - 1:
             pipe.execute()
     pipe.execute()
@@ -139,7 +150,7 @@ def register_ours(plan: SteadyPlan) -> None:
                 id=job_id, tenant=tenant, name=entry_name(i), kind=JobKind.INTERVAL,
                 interval_seconds=plan.period_s, anchor_at=plan.first_due_dt(i),
                 timezone="UTC", target_kind=TargetKind.TASK, target_name="bench.noop",
-                next_fire_at=plan.first_due_dt(i),
+                next_fire_at=plan.first_due_dt(i), catchup_policy=plan.catchup,
                 partition=partition_for(job_id, partitions), created_at=now, updated_at=now,
             )
         )  # fmt: skip

@@ -42,3 +42,20 @@ def _count_anchored(result: RunResult, firings: list[Firing], plan: SteadyPlan, 
         for f in firings
         if f.published_at is not None
     )
+
+
+def count_failover(result: RunResult, firings: list[Firing]) -> None:
+    """Lateness as in steady, then the takeover's figures (bench.compare.failover)."""
+    from bench.compare.failover import failover_stats
+
+    count_steady(result, firings)
+    if result.victim is None or result.kill_at is None:
+        return
+    plan = plan_of(result)
+    end = result.due_at + result.case.duration_s
+    timed = [f for f in firings if f.published_at is not None and f.published_at <= end + SETTLE_S]
+    stats = failover_stats(plan, timed, result.victim, result.kill_at, end, result.timeline)
+    result.failover = stats
+    # Both schedulers are counted here, so misses and duplicates mean the same for both.
+    result.counted = True
+    result.misses, result.duplicates = stats.misses, stats.duplicates
