@@ -26,6 +26,7 @@ from jobs.models import (
 )
 from jobs.services import jobs as job_services
 from jobs.services.dead_letters import dead_letter_replay
+from jobs.services.tenants import api_key_create
 
 clock = SystemClock()
 
@@ -80,8 +81,8 @@ class ApiKeyAdmin(ReadOnlyAdmin):
     list_display = ("name", "tenant", "prefix", "created_at", "last_used_at", "revoked_at")
     list_filter = ("tenant",)
     search_fields = ("name", "prefix")
-    # The hash is a secret's fingerprint; the admin never shows it.
-    exclude = ("key_hash",)
+    # Adding asks only for these; the key itself is generated, shown once, stored hashed.
+    fields = ("tenant", "name")
     actions = ("revoke",)
 
     @admin.action(description="Revoke selected keys")
@@ -89,8 +90,32 @@ class ApiKeyAdmin(ReadOnlyAdmin):
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=clock.now())
         self.message_user(request, f"Revoked {count} key(s).")
 
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_superuser)
+
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.is_superuser
+        # Needed for the revoke action; an existing key's fields are never editable.
+        return bool(request.user.is_superuser)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return (
+            ("tenant", "name", "prefix", "created_at", "last_used_at", "revoked_at") if obj else ()
+        )
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        # The hash is a secret's fingerprint; the admin never shows it.
+        return self.get_readonly_fields(request, obj) if obj else ("tenant", "name")
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if change:
+            return
+        key, plaintext = api_key_create(tenant=obj.tenant, name=obj.name, now=clock.now())
+        obj.pk = key.pk
+        self.message_user(
+            request,
+            f"API key for {key.tenant.name}: {plaintext} — copy it now, it is not shown again.",
+            level=messages.WARNING,
+        )
 
 
 @admin.register(TenantMember)

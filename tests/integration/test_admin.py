@@ -7,7 +7,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from jobs.models import DeadLetter, Job, JobRun, JobStatus, TenantMember
+from jobs.models import ApiKey, DeadLetter, Job, JobRun, JobStatus, TenantMember
+from jobs.services.tenants import api_key_authenticate
 from jobs.states import RunState
 from tests.support.factories import job_factory, run_factory, tenant_factory
 
@@ -111,3 +112,21 @@ def test_dead_letter_replay_action_queues_a_new_attempt(superuser_client: Client
     assert run.state == RunState.PENDING
     assert run.due_at is not None
     assert letter.replay_count == 1
+
+
+def test_api_key_created_in_admin_is_shown_once_and_stored_hashed(
+    superuser_client: Client,
+) -> None:
+    tenant = tenant_factory()
+    response = superuser_client.post(
+        reverse("admin:jobs_apikey_add"), {"tenant": tenant.pk, "name": "ci"}, follow=True
+    )
+    assert response.status_code == 200
+    shown = [str(m) for m in response.context["messages"]]
+    plaintext = next(word for m in shown for word in m.split() if word.startswith("sk_"))
+    key = ApiKey.objects.get(tenant=tenant, name="ci")
+    assert plaintext not in key.key_hash
+    assert api_key_authenticate(plaintext=plaintext, now=key.created_at) == key
+    page = superuser_client.get(reverse("admin:jobs_apikey_change", args=[key.pk]))
+    assert plaintext not in page.content.decode()
+    assert key.key_hash not in page.content.decode()
