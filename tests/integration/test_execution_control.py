@@ -15,11 +15,11 @@ from jobs.services.runs import run_request_cancel
 from jobs.states import AttemptOutcome, RunState
 from tests.support import targets  # noqa: F401  (registers the test targets here too)
 from tests.support.factories import job_factory, run_factory
-from tests.support.waiting import wait_until
 from tests.support.workers import (
     CeleryWorker,
     http_target_fixture,  # noqa: F401  (fixture)
     publish_run,
+    wait_for_state,
     worker_fixture,  # noqa: F401  (fixture)
 )
 
@@ -48,21 +48,10 @@ def _queued_run(job: Job, offset_s: int = 0) -> JobRun:
     )
 
 
-def _wait_state(run: JobRun, *states: RunState, worker: CeleryWorker) -> JobRun:
-    try:
-        wait_until(
-            lambda: JobRun.objects.get(id=run.id).state in states,
-            what=f"run {run.id} to reach {states}",
-        )
-    except AssertionError:
-        raise AssertionError(worker.log_tail()) from None
-    return JobRun.objects.get(id=run.id)
-
-
 def _start_blocking_run(job: Job, worker: CeleryWorker) -> JobRun:
     first = _queued_run(job)
     publish_run(first.id, 1)
-    return _wait_state(first, RunState.RUNNING, worker=worker)
+    return wait_for_state(first, RunState.RUNNING, worker=worker)
 
 
 def test_forbid_skips_a_firing_while_the_previous_run_is_running(worker: CeleryWorker) -> None:
@@ -71,13 +60,13 @@ def test_forbid_skips_a_firing_while_the_previous_run_is_running(worker: CeleryW
     second = _queued_run(job, offset_s=60)
     publish_run(second.id, 1)
 
-    skipped = _wait_state(second, RunState.SKIPPED, worker=worker)
+    skipped = wait_for_state(second, RunState.SKIPPED, worker=worker)
 
     assert "forbid" in skipped.last_error
     assert skipped.attempts.count() == 0
     assert JobRun.objects.get(id=first.id).state == RunState.RUNNING
     assert run_request_cancel(run_id=first.id, now=_now())
-    _wait_state(first, RunState.CANCELLED, worker=worker)
+    wait_for_state(first, RunState.CANCELLED, worker=worker)
 
 
 def test_replace_cancels_the_running_run_and_starts_the_new(worker: CeleryWorker) -> None:
@@ -86,13 +75,13 @@ def test_replace_cancels_the_running_run_and_starts_the_new(worker: CeleryWorker
     second = _queued_run(job, offset_s=60)
     publish_run(second.id, 1)
 
-    cancelled = _wait_state(first, RunState.CANCELLED, worker=worker)
-    assert _wait_state(second, RunState.RUNNING, RunState.CANCELLED, worker=worker)
+    cancelled = wait_for_state(first, RunState.CANCELLED, worker=worker)
+    assert wait_for_state(second, RunState.RUNNING, RunState.CANCELLED, worker=worker)
 
     assert cancelled.attempts.get().outcome == AttemptOutcome.CANCELLED
     assert JobRun.objects.get(id=second.id).state == RunState.RUNNING
     job_cancel(job_id=job.id, now=_now())
-    _wait_state(second, RunState.CANCELLED, worker=worker)
+    wait_for_state(second, RunState.CANCELLED, worker=worker)
 
 
 def test_allow_overlaps_runs_of_the_same_job(worker: CeleryWorker) -> None:
@@ -101,12 +90,12 @@ def test_allow_overlaps_runs_of_the_same_job(worker: CeleryWorker) -> None:
     second = _queued_run(job, offset_s=60)
     publish_run(second.id, 1)
 
-    _wait_state(second, RunState.RUNNING, worker=worker)
+    wait_for_state(second, RunState.RUNNING, worker=worker)
 
     assert JobRun.objects.get(id=first.id).cancel_requested is False
     job_cancel(job_id=job.id, now=_now())
-    _wait_state(first, RunState.CANCELLED, worker=worker)
-    _wait_state(second, RunState.CANCELLED, worker=worker)
+    wait_for_state(first, RunState.CANCELLED, worker=worker)
+    wait_for_state(second, RunState.CANCELLED, worker=worker)
 
 
 def test_cancel_stops_a_cooperative_callable_and_is_not_retried(worker: CeleryWorker) -> None:
@@ -115,7 +104,7 @@ def test_cancel_stops_a_cooperative_callable_and_is_not_retried(worker: CeleryWo
 
     assert run_request_cancel(run_id=run.id, now=_now())
 
-    done = _wait_state(run, RunState.CANCELLED, worker=worker)
+    done = wait_for_state(run, RunState.CANCELLED, worker=worker)
     assert done.due_at is None
     assert done.finished_at is not None
     assert done.attempts.get().outcome == AttemptOutcome.CANCELLED
@@ -128,6 +117,6 @@ def test_cancel_abandons_a_callable_that_ignores_it_after_the_grace(worker: Cele
 
     assert run_request_cancel(run_id=run.id, now=_now())
 
-    done = _wait_state(run, RunState.CANCELLED, worker=worker)
+    done = wait_for_state(run, RunState.CANCELLED, worker=worker)
     assert done.attempts.get().outcome == AttemptOutcome.CANCELLED
     assert counters().get("scheduler_abandoned_targets_total", 0) == abandoned + 1

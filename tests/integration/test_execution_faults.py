@@ -20,6 +20,7 @@ from tests.support.workers import (
     http_target_fixture,  # noqa: F401  (fixture)
     publish_run,
     reap_lost_attempt,
+    wait_for_state,
     worker_env,
     worker_fixture,  # noqa: F401  (fixture)
 )
@@ -31,17 +32,6 @@ KILL_QUEUE = "test-kill"
 
 def _now() -> datetime:
     return SystemClock().now()
-
-
-def _wait_state(run: JobRun, *states: RunState, worker: CeleryWorker) -> JobRun:
-    try:
-        wait_until(
-            lambda: JobRun.objects.get(id=run.id).state in states,
-            what=f"run {run.id} to reach {states}",
-        )
-    except AssertionError:
-        raise AssertionError(worker.log_tail()) from None
-    return JobRun.objects.get(id=run.id)
 
 
 @pytest.fixture
@@ -66,13 +56,13 @@ def test_worker_killed_mid_run_leads_to_one_success_and_refuses_the_zombie(
     )
     kill_worker.start()
     publish_run(run.id, 1, KILL_QUEUE)
-    _wait_state(run, RunState.RUNNING, worker=kill_worker)
+    wait_for_state(run, RunState.RUNNING, worker=kill_worker)
 
     kill_worker.kill()
     attempt = reap_lost_attempt(run, now=_now(), queue=KILL_QUEUE)
     kill_worker.start()
 
-    done = _wait_state(run, RunState.SUCCEEDED, worker=kill_worker)
+    done = wait_for_state(run, RunState.SUCCEEDED, worker=kill_worker)
     assert attempt == 2
     assert done.result == {"attempt": 2}
     assert list(done.attempts.values_list("attempt", "outcome")) == [
@@ -113,7 +103,7 @@ def test_effect_and_key_commit_together_across_a_forced_redelivery(
     assert JobRun.objects.get(id=run.id).state == RunState.RUNNING
     reap_lost_attempt(run, now=_now())
 
-    done = _wait_state(run, RunState.SUCCEEDED, worker=worker)
+    done = wait_for_state(run, RunState.SUCCEEDED, worker=worker)
     assert targets.side_effects() == [(run.dedup_key, 1, "own-key")]
     assert done.attempts.get(attempt=2).outcome == AttemptOutcome.DUPLICATE
 

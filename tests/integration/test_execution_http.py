@@ -19,6 +19,7 @@ from tests.support.workers import (
     HttpTarget,
     http_target_fixture,  # noqa: F401  (fixture)
     publish_run,
+    wait_for_state,
     worker_fixture,  # noqa: F401  (fixture)
 )
 
@@ -55,24 +56,13 @@ def _run_http(http_target: HttpTarget, path: str, **overrides: Any) -> tuple[Job
     return job, run
 
 
-def _wait_state(run: JobRun, *states: RunState, worker: CeleryWorker) -> JobRun:
-    try:
-        wait_until(
-            lambda: JobRun.objects.get(id=run.id).state in states,
-            what=f"run {run.id} to reach {states}",
-        )
-    except AssertionError:
-        raise AssertionError(worker.log_tail()) from None
-    return JobRun.objects.get(id=run.id)
-
-
 def test_http_post_carries_payload_and_scheduler_headers(
     worker: CeleryWorker, http_target: HttpTarget
 ) -> None:
     job, run = _run_http(http_target, "/ok")
     publish_run(run.id, 1)
 
-    done = _wait_state(run, RunState.SUCCEEDED, worker=worker)
+    done = wait_for_state(run, RunState.SUCCEEDED, worker=worker)
 
     (request,) = http_target.hits("/ok")
     headers = request["headers"]
@@ -107,7 +97,7 @@ def test_http_status_decides_retry_or_permanent_failure(
     _, run = _run_http(http_target, path)
     publish_run(run.id, 1)
 
-    done = _wait_state(run, state, worker=worker)
+    done = wait_for_state(run, state, worker=worker)
 
     assert done.last_error == error
     # Redirects are not followed: only the first URL was ever requested.
@@ -120,7 +110,7 @@ def test_client_error_is_retried_when_the_job_says_so(
     _, run = _run_http(http_target, "/missing", retry_on_client_error=True)
     publish_run(run.id, 1)
 
-    assert _wait_state(run, RunState.RETRY_WAIT, worker=worker).last_error == "HTTP 404"
+    assert wait_for_state(run, RunState.RETRY_WAIT, worker=worker).last_error == "HTTP 404"
 
 
 def test_cancel_aborts_a_running_http_call(worker: CeleryWorker, http_target: HttpTarget) -> None:
@@ -132,7 +122,7 @@ def test_cancel_aborts_a_running_http_call(worker: CeleryWorker, http_target: Ht
 
     assert run_request_cancel(run_id=run.id, now=_now())
 
-    done = _wait_state(run, RunState.CANCELLED, worker=worker)
+    done = wait_for_state(run, RunState.CANCELLED, worker=worker)
     http_target.release.set()
     assert done.attempts.get().outcome == AttemptOutcome.CANCELLED
 
@@ -146,7 +136,7 @@ def test_address_is_rechecked_at_execution_and_refused(
     Job.objects.filter(id=job.id).update(target_url=f"https://localhost:{http_target.port}/ok")
     publish_run(run.id, 1)
 
-    done = _wait_state(run, RunState.FAILED, worker=worker)
+    done = wait_for_state(run, RunState.FAILED, worker=worker)
 
     assert "refused by HTTP policy" in done.last_error
     assert "not a public address" in done.last_error

@@ -96,6 +96,18 @@ class CeleryWorker:
             self.kill()
 
 
+def wait_for_state(run: JobRun, *states: RunState, worker: CeleryWorker) -> JobRun:
+    """The run, reloaded once it is in one of ``states``; on time-out, the worker's log."""
+    try:
+        wait_until(
+            lambda: JobRun.objects.get(id=run.id).state in states,
+            what=f"run {run.id} to reach {states}",
+        )
+    except AssertionError:
+        raise AssertionError(worker.log_tail()) from None
+    return JobRun.objects.get(id=run.id)
+
+
 def worker_env(*, allowlist: list[str]) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
