@@ -277,3 +277,17 @@ def test_bulk_create_inserts_all_or_nothing(alice: ApiClient) -> None:
     assert bad.status_code == 400
     assert "jobs[1].timezone" in error_fields(bad)
     assert not Job.objects.filter(name="c-0").exists()
+
+
+def test_bulk_create_names_the_item_whose_name_is_taken_and_writes_nothing(
+    alice: ApiClient,
+) -> None:
+    assert alice.post("/v1/jobs", job_body(name="taken")).status_code == 201
+    response = alice.post(
+        "/v1/jobs/bulk", {"jobs": [job_body(name="fresh"), job_body(name="taken")]}
+    )
+
+    assert response.status_code == 400
+    assert "jobs[1].name" in error_fields(response)
+    assert not Job.objects.filter(name="fresh").exists()
+    assert Job.objects.filter(name="taken").count() == 1
