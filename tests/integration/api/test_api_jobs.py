@@ -6,26 +6,12 @@ from datetime import timedelta
 
 import pytest
 
-from jobs.api.base import ApiView
 from jobs.models import Job, JobRun
 from jobs.states import RunState
 from tests.support.api import ApiClient, api_client_for, error_fields, job_body
-from tests.support.clock import FakeClock
 from tests.support.factories import T0, run_factory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def clock(monkeypatch: pytest.MonkeyPatch, redis_client: object) -> FakeClock:
-    fake = FakeClock(T0)
-    monkeypatch.setattr(ApiView, "clock", fake)
-    return fake
-
-
-@pytest.fixture
-def alice() -> ApiClient:
-    return api_client_for("alice")
 
 
 def test_create_returns_201_with_location_and_next_fire(alice: ApiClient) -> None:

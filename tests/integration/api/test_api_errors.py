@@ -7,26 +7,12 @@ from typing import Any
 import pytest
 from django.test import Client, override_settings
 
-from jobs.api.base import ApiView
 from jobs.models import Job
 from jobs.services.tenants import api_key_revoke
 from tests.support.api import ApiClient, api_client_for, error_fields, job_body
-from tests.support.clock import FakeClock
 from tests.support.factories import T0
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def clock(monkeypatch: pytest.MonkeyPatch, redis_client: object) -> FakeClock:
-    fake = FakeClock(T0)
-    monkeypatch.setattr(ApiView, "clock", fake)
-    return fake
-
-
-@pytest.fixture
-def alice() -> ApiClient:
-    return api_client_for("alice")
 
 
 HTTP = {"kind": "http", "url": "https://93.184.216.34/hook"}

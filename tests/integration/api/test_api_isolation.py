@@ -8,21 +8,16 @@ from typing import Any
 
 import pytest
 
-from jobs.api.base import ApiView
 from jobs.models import DeadLetter, Job, JobRun
 from jobs.states import RunState
-from tests.support.api import ApiClient, api_client_for, job_body
-from tests.support.clock import FakeClock
+from tests.support.api import (
+    ApiClient,
+    api_client_for,
+    job_body,
+)
 from tests.support.factories import T0, run_factory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def clock(monkeypatch: pytest.MonkeyPatch, redis_client: object) -> FakeClock:
-    fake = FakeClock(T0)
-    monkeypatch.setattr(ApiView, "clock", fake)
-    return fake
 
 
 Call = Callable[[ApiClient, dict[str, Any]], Any]
