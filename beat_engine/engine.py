@@ -6,13 +6,16 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import redis
 from django.db import DatabaseError, connection
 
 from beat_engine import metrics
-from beat_engine.claims import claim_due_batch
+from beat_engine.claims import PreparedClaim, commit_claim, prepare_claim
 from beat_engine.clock import Clock
 from beat_engine.config import EngineConfig
 from beat_engine.errors import FencedOut
@@ -33,6 +36,35 @@ from beat_engine.quotas import TenantAllowances
 from beat_engine.timers import fire_timers
 
 logger = logging.getLogger("beat_engine")
+
+
+def _close_connection() -> None:
+    # Looked up when called, on the calling thread: `connection.close` evaluated on another
+    # thread would be that thread's connection.
+    connection.close()
+
+
+@dataclass
+class _Batch:
+    """Due entries taken off the heap for one claim, planned now or on the preparing thread."""
+
+    entries: list[DueEntry]
+    epochs: dict[int, int]
+    now: datetime
+    prepared: PreparedClaim | None = None
+    future: Future[PreparedClaim] | None = None
+
+    def settle(self) -> PreparedClaim:
+        """The prepared claim, waiting for the preparing thread if it is still at work."""
+        if self.prepared is None:
+            assert self.future is not None
+            self.prepared = self.future.result()
+        return self.prepared
+
+    def wait(self) -> None:
+        """Let the preparing thread finish with this batch, whatever its outcome."""
+        if self.future is not None:
+            futures_wait([self.future])
 
 
 class BeatEngine:
@@ -64,6 +96,10 @@ class BeatEngine:
         self._next_full_refresh_mono = now_mono
         self._next_timer_mono = now_mono
         self._next_sweep_mono = now_mono
+        self._stop_claims_at = now_mono
+        # One thread (and connection) that prepares the next batch while a backlog drains.
+        self._preparer: ThreadPoolExecutor | None = None
+        self._preparer_used = False
 
     @property
     def leases(self) -> dict[int, Lease]:
@@ -131,6 +167,8 @@ class BeatEngine:
         self._forget(self.ownership.release_all())
         if self.feed is not None:
             self.feed.close()
+        if self._preparer is not None:
+            self._preparer.shutdown()
 
     # --- selection --------------------------------------------------------------------------
 
@@ -200,30 +238,92 @@ class BeatEngine:
         always holds a few due entries, and a loop bounded only by count ran for tens of
         seconds, starving lease renewal; the leases lapsed and claimed runs were left for the
         sweep (the 30 s steady-rate outlier, docs/engine.md "Claims").
+
+        While a backlog drains (a spike), the next batch is read and planned on a second
+        thread and connection while this one's claim runs in PostgreSQL: the engine's Python
+        and the database's work overlap on two cores instead of taking turns.
         """
         claimed = 0
-        start = self.clock.monotonic()
-        stop_at = min(start + self.config.max_claim_s, self.ownership.next_due_mono)
-        while claimed < self.config.max_claims_per_tick:
-            mono = self.clock.monotonic()
-            if claimed and mono >= stop_at:
-                break
-            now = self.clock.now()
-            due = self._next_batch(now)
-            if not due:
-                return False
-            epochs = self.ownership.usable_epochs(mono)
-            if any(e.partition not in epochs for e in due):
-                # A held lease past its local deadline: give the entries back and let the next
-                # tick renew (or lose) it, instead of dropping them from the heap unclaimed.
-                self._give_back([e for e in due if e.partition not in epochs])
-                due = [e for e in due if e.partition in epochs]
-                stop_at = mono
-            if not due:
-                break
-            self._claim(due, epochs, now)
-            claimed += len(due)
+        self._stop_claims_at = min(
+            self.clock.monotonic() + self.config.max_claim_s, self.ownership.next_due_mono
+        )
+        current = self._take_batch(ahead=False)
+        ahead: _Batch | None = None
+        try:
+            while current is not None:
+                claimed += len(current.entries)
+                if self._backlog and self._may_claim_more(claimed):
+                    ahead = self._take_batch(ahead=True)
+                self._commit(current)
+                if ahead is None and self._may_claim_more(claimed):
+                    # No backlog: whatever fell due meanwhile (a steady arrival rate).
+                    ahead = self._take_batch(ahead=False)
+                current, ahead = ahead, None
+        except BaseException:
+            # Entries taken off the heap but not claimed go back: a failed commit leaves their
+            # rows as they were (or, if it did commit, the compare-and-set refuses them).
+            for batch in (current, ahead):
+                if batch is not None:
+                    batch.wait()
+                    self._give_back(batch.entries)
+            raise
+        finally:
+            self._close_preparer_connection()
         return bool(self._backlog) or self._head_due()
+
+    def _may_claim_more(self, claimed: int) -> bool:
+        return (
+            claimed < self.config.max_claims_per_tick
+            and self.clock.monotonic() < self._stop_claims_at
+        )
+
+    def _take_batch(self, *, ahead: bool) -> _Batch | None:
+        mono = self.clock.monotonic()
+        now = self.clock.now()
+        due = self._next_batch(now)
+        if not due:
+            return None
+        epochs = self.ownership.usable_epochs(mono)
+        if any(e.partition not in epochs for e in due):
+            # A held lease past its local deadline: give the entries back and let the next
+            # tick renew (or lose) it, instead of dropping them from the heap unclaimed.
+            self._give_back([e for e in due if e.partition not in epochs])
+            due = [e for e in due if e.partition in epochs]
+            self._stop_claims_at = mono
+        if not due:
+            return None
+        if not ahead:
+            try:
+                return _Batch(due, epochs, now, prepared=self._prepare(due, epochs, now))
+            except BaseException:
+                self._give_back(due)
+                raise
+        if self._preparer is None:
+            self._preparer = ThreadPoolExecutor(1, thread_name_prefix="beat-prepare")
+        self._preparer_used = True
+        return _Batch(due, epochs, now, future=self._preparer.submit(
+            self._prepare_on_thread, due, epochs, now))  # fmt: skip
+
+    def _prepare(self, due: list[DueEntry], epochs: dict[int, int], now: datetime) -> PreparedClaim:
+        return prepare_claim(
+            due, epochs=epochs, now=now, quotas=self._quotas, mono=self.clock.monotonic()
+        )
+
+    def _prepare_on_thread(
+        self, due: list[DueEntry], epochs: dict[int, int], now: datetime
+    ) -> PreparedClaim:
+        try:
+            return self._prepare(due, epochs, now)
+        except Exception:
+            connection.close()  # this thread's: the next look-ahead opens a fresh one
+            raise
+
+    def _close_preparer_connection(self) -> None:
+        # Held only while a backlog drains: an idle engine keeps one connection, and a test
+        # database is never left with a second session open.
+        if self._preparer is not None and self._preparer_used:
+            self._preparer.submit(_close_connection).result()
+            self._preparer_used = False
 
     def _next_batch(self, now: datetime) -> list[DueEntry]:
         """The next claim batch: earliest first, or tenant round-robin when more than one
@@ -241,10 +341,9 @@ class BeatEngine:
     def _give_back(self, entries: Iterable[DueEntry]) -> None:
         self.heap.push_many(e for e in entries if e.partition in self.leases)
 
-    def _claim(self, due: list[DueEntry], epochs: dict[int, int], now: datetime) -> None:
-        result = claim_due_batch(
-            due, epochs=epochs, now=now, quotas=self._quotas, mono=self.clock.monotonic()
-        )
+    def _commit(self, batch: _Batch) -> None:
+        result = commit_claim(batch.settle(), epochs=batch.epochs, now=batch.now)
+        due = batch.entries
         self._fenced(result.fenced_out)
         self._push_within_horizon(result.next_due)
         if result.refused:

@@ -18,6 +18,18 @@ def dedup_key_for(job_id: uuid.UUID, scheduled_for: datetime) -> str:
     return hashlib.sha256(f"{job_id}|{instant}".encode()).hexdigest()
 
 
+def dedup_key_sql(job_id: str, scheduled_for: str) -> str:
+    """dedup_key_for as a SQL expression over two column expressions (uuid, timestamptz).
+
+    The engine's batch claim derives 50,000 keys in the database rather than in Python (a
+    tenth of a spike's Python time, profiled); a test holds both spellings to the same value.
+    """
+    instant = (
+        f"to_char({scheduled_for} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US') || '+00:00'"
+    )
+    return f"encode(sha256(convert_to({job_id}::text || '|' || {instant}, 'UTF8')), 'hex')"
+
+
 def dedup_ttl() -> timedelta:
     return timedelta(seconds=settings.SCHEDULER["DEDUP_TTL_S"])
 

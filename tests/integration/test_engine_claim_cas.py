@@ -43,9 +43,11 @@ def _edit_between_read_and_write(
     No row lock is held by then, so the edit commits at once (it would have waited for the
     claim under the old SELECT ... FOR UPDATE).
     """
-    original = claims._claim_rows
+    original = claims._plan_rows
 
-    def edited_first(cursor: Any, rows: Sequence[Sequence[object]], *args: Any) -> None:
+    def edited_after_read(batch: Any, rows: Sequence[Sequence[object]], *args: Any) -> None:
+        original(batch, rows, *args)
+
         def other_connection() -> None:
             edit(job)
             connection.close()
@@ -54,9 +56,8 @@ def _edit_between_read_and_write(
         thread.start()
         thread.join(timeout=10)
         assert not thread.is_alive(), "the edit waited for a lock the claim should not hold"
-        original(cursor, rows, *args)
 
-    monkeypatch.setattr(claims, "_claim_rows", edited_first)
+    monkeypatch.setattr(claims, "_plan_rows", edited_after_read)
 
 
 @pytest.mark.parametrize("edit", [_move, _pause], ids=["next_fire_at-moved", "paused"])

@@ -1,0 +1,93 @@
+"""A backlog of several claim batches: the next batch is prepared on a second thread and
+connection while the previous one is written. Every firing must still be claimed and sent
+exactly once, a failure on either thread must lose no entry, and no connection may linger."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+from django.db import connection
+
+from beat_engine import engine as engine_module
+from jobs.models import Job, JobRun
+from tests.support.beat_nodes import broker_messages, make_engine, message_args
+from tests.support.clock import FakeClock
+from tests.support.factories import T0, job_factory, tenant_factory
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+JOBS = 30
+
+
+def _due_jobs() -> list[Job]:
+    tenants = [tenant_factory() for _ in range(3)]
+    jobs = [job_factory(tenants[i % 3], interval=timedelta(hours=1)) for i in range(JOBS)]
+    Job.objects.filter(id__in=[j.id for j in jobs]).update(next_fire_at=T0 + timedelta(seconds=1))
+    return jobs
+
+
+def _sessions() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        )
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+def _sent_runs(client: redis.Redis) -> Counter[str]:
+    return Counter(str(message_args(m)[0]) for m in broker_messages(client))
+
+
+def test_backlog_of_batches_is_claimed_and_sent_once_each(redis_client: redis.Redis) -> None:
+    jobs = _due_jobs()
+    clock = FakeClock(T0)
+    engine = make_engine(clock, claim_batch=4, max_claims_per_tick=1000, max_claim_s=60.0)
+    engine.tick()
+    before = _sessions()
+    clock.advance(timedelta(seconds=2))
+    engine.tick()
+
+    runs = JobRun.objects.filter(job__in=jobs)
+    assert runs.count() == JOBS
+    assert sorted(r.job_id for r in runs) == sorted(j.id for j in jobs)
+    sent = _sent_runs(redis_client)
+    assert sent == Counter({str(run.id): 1 for run in runs})
+    assert engine._preparer is not None, "eight batches due and nothing prepared ahead"
+    # The preparing thread's session is closed once the backlog has drained.
+    assert _sessions() == before
+    engine.shutdown()
+
+
+@pytest.mark.parametrize("fail_call", [1, 3], ids=["first-lookahead", "later-lookahead"])
+def test_failed_preparation_loses_no_entry(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch, fail_call: int
+) -> None:
+    jobs = _due_jobs()
+    clock = FakeClock(T0)
+    engine = make_engine(clock, claim_batch=4, max_claims_per_tick=1000, max_claim_s=60.0)
+    engine.tick()
+    original = engine_module.prepare_claim
+    calls = {"n": 0}
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == fail_call + 1:  # call 1 is the first batch, on the engine's thread
+            raise RuntimeError("database went away")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "prepare_claim", flaky)
+    clock.advance(timedelta(seconds=2))
+    with pytest.raises(RuntimeError, match="went away"):
+        engine.tick()
+    # The entries of the failed batch and of any batch taken with it went back to the heap.
+    engine.tick()
+
+    runs = JobRun.objects.filter(job__in=jobs)
+    assert runs.count() == JOBS
+    assert _sent_runs(redis_client) == Counter({str(run.id): 1 for run in runs})
+    engine.shutdown()
