@@ -12,6 +12,7 @@ import atexit
 import json
 import os
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ if PEER == "django-celery-beat":
     django.setup()
 
 from celery import Celery  # noqa: E402
-from celery.schedules import crontab  # noqa: E402
+from celery.schedules import schedule as every  # noqa: E402
 from celery.signals import after_task_publish  # noqa: E402
 
 app = Celery("bench_peer", broker=os.environ.get("BENCH_BROKER_URL", "memory://"))
@@ -50,20 +51,25 @@ def entry_name(index: int) -> str:
     return f"job-{index:07d}"
 
 
-def crontab_entries(registered: int, due: int, minute: int, hour: int) -> dict[str, Any]:
-    """``beat_schedule`` for PersistentScheduler: the first ``due`` entries fire at
-    ``hour:minute``; the rest twelve hours later, so they are registered but not due."""
-    schedule: dict[str, Any] = {}
-    due_cron = crontab(minute=minute, hour=hour)
-    idle_cron = crontab(minute=minute, hour=(hour + 12) % 24)
-    for index in range(registered):
-        name = entry_name(index)
-        schedule[name] = {
+def interval_entries(registered: int, due: int, due_at: float) -> dict[str, Any]:
+    """``beat_schedule`` for PersistentScheduler: daily intervals whose ``last_run_at`` is one
+    day before ``due_at`` for the first ``due`` entries, so they fall due at that second
+    (schedule.is_due: last_run_at + run_every <= now); the rest twelve hours later, so they
+    are registered but not due. ScheduleEntry keeps ``last_run_at`` and a fresh shelve file
+    has nothing to override it with."""
+    period = timedelta(days=1)
+    daily = every(period)
+    instant = datetime.fromtimestamp(due_at, UTC)
+    last_due, last_idle = instant - period, instant + timedelta(hours=12) - period
+    return {
+        entry_name(index): {
             "task": TASK_NAME,
-            "schedule": due_cron if index < due else idle_cron,
-            "args": [name],
+            "schedule": daily,
+            "args": [entry_name(index)],
+            "last_run_at": last_due if index < due else last_idle,
         }
-    return schedule
+        for index in range(registered)
+    }
 
 
 if PEER == "celery-beat" and os.environ.get("BENCH_STEADY"):
@@ -72,9 +78,7 @@ if PEER == "celery-beat" and os.environ.get("BENCH_STEADY"):
     app.conf.beat_schedule = beat_schedule(SteadyPlan.from_json(os.environ["BENCH_STEADY"]))
 elif PEER == "celery-beat" and os.environ.get("BENCH_SPEC"):
     spec = json.loads(os.environ["BENCH_SPEC"])
-    app.conf.beat_schedule = crontab_entries(
-        spec["registered"], spec["due"], spec["minute"], spec["hour"]
-    )
+    app.conf.beat_schedule = interval_entries(spec["registered"], spec["due"], spec["due_at"])
 
 
 class _PublishLog:

@@ -32,7 +32,8 @@ class Peer:
 
     def register(self, case: Case, due_at: datetime, env: dict[str, str]) -> None:
         # celery beat's PersistentScheduler takes its entries from the app's beat_schedule,
-        # built inside the beat process at start-up (see peer_app.crontab_entries).
+        # built inside the beat process at start-up (see peer_app.interval_entries); a
+        # pre-built shelve would save nothing, since merge_inplace rebuilds every entry.
         if self.name != "celery-beat":
             run_register(self.name, case, due_at, self._env(case, due_at, None, env))
 
@@ -58,10 +59,8 @@ class Peer:
         if self.name == "celery-beat" and case.scenario == "steady":
             peer_env["BENCH_STEADY"] = steady_plan(case, due_at)
         elif self.name == "celery-beat":
-            spec = {"registered": case.registered, "due": case.due}
-            peer_env["BENCH_SPEC"] = json.dumps(
-                {**spec, "minute": due_at.minute, "hour": due_at.hour}
-            )
+            spec = {"registered": case.registered, "due": case.due, "due_at": due_at.timestamp()}
+            peer_env["BENCH_SPEC"] = json.dumps(spec)
         return peer_env
 
     def start(

@@ -1,9 +1,12 @@
 """Registers a case's jobs with one scheduler, run as a subprocess in that scheduler's settings.
 
 ``python -m bench.compare.register KIND REGISTERED DUE DUE_AT_ISO``: the first DUE jobs fire at
-DUE_AT (a minute boundary), the rest twelve hours later. Each peer gets its jobs the way its
-users create them in bulk: rows for django-celery-beat, entries in Redis for RedBeat, rows in
-``jobs_job`` for ours. Registration time is not part of any figure.
+DUE_AT, the rest twelve hours later. Every job is an interval of one day whose previous firing
+was one day before its instant (ours: anchored at the instant), so the instant can be any
+second, not only a minute boundary as a crontab would need. Each peer gets its jobs the way
+its users create them in bulk, as fast as its storage allows: rows for django-celery-beat and
+ours (bulk SQL copying one row the ORM created), entries in Redis for RedBeat (pipelined).
+Registration time is not part of any figure.
 """
 
 from __future__ import annotations
@@ -13,7 +16,12 @@ import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 
-BATCH = 5_000
+from bench.compare.bulk import entry_name_sql, insert_copies
+
+BATCH = 10_000
+PERIOD = timedelta(days=1)
+# Registered but not due: far enough not to fire during any run of a profile.
+IDLE_AFTER = timedelta(hours=12)
 
 
 def entry_name(index: int) -> str:
@@ -24,67 +32,67 @@ def register_django_celery_beat(registered: int, due: int, due_at: datetime) -> 
     import django
 
     django.setup()
-    from django_celery_beat.models import CrontabSchedule, PeriodicTask, PeriodicTasks
+    from django.db import connection
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTasks
 
     # A raw delete: the ORM's delete() sends a signal per row, each bumping the change
-    # counter, which takes minutes for the 100,000 rows a previous case left behind.
+    # counter, which takes minutes for the rows a previous case left behind.
     PeriodicTask.objects.all()._raw_delete(PeriodicTask.objects.db)
-    due_cron, _ = CrontabSchedule.objects.get_or_create(
-        minute=str(due_at.minute), hour=str(due_at.hour), timezone="UTC"
-    )
-    idle_cron, _ = CrontabSchedule.objects.get_or_create(
-        minute=str(due_at.minute), hour=str((due_at.hour + 12) % 24), timezone="UTC"
-    )
-    rows = [
-        PeriodicTask(
-            name=entry_name(i),
-            task="bench.noop",
-            crontab=due_cron if i < due else idle_cron,
-            args=json.dumps([entry_name(i)]),
-        )
-        for i in range(registered)
-    ]
-    PeriodicTask.objects.bulk_create(rows, batch_size=BATCH)
-    # bulk_create skips the save() signal that bumps the change counter; bump it ourselves.
+    every_day, _ = IntervalSchedule.objects.get_or_create(every=1, period=IntervalSchedule.DAYS)
+    template = PeriodicTask.objects.create(
+        name="template", task="bench.noop", interval=every_day, args="[]",
+        last_run_at=due_at - PERIOD,
+    )  # fmt: skip
+    columns = [f.column for f in PeriodicTask._meta.concrete_fields if not f.primary_key]
+    name = entry_name_sql("g")
+    with connection.cursor() as cursor:
+        for first, last, instant in ((0, due, due_at), (due, registered, due_at + IDLE_AFTER)):
+            if first >= last:
+                continue
+            insert_copies(
+                cursor, PeriodicTask._meta.db_table, columns, template.pk,
+                {"name": name, "args": f"'[\"' || {name} || '\"]'", "last_run_at": "%s"},
+                "generate_series(%s, %s) g", [instant - PERIOD, first, last - 1],
+            )  # fmt: skip
+    template.delete()
+    # Neither raw SQL nor bulk inserts send the save() signal that bumps the change counter.
     PeriodicTasks.update_changed()
 
 
 def register_redbeat(registered: int, due: int, due_at: datetime) -> None:
-    from celery.schedules import crontab
+    from celery.schedules import schedule
     from redbeat.decoder import RedBeatJSONEncoder
-    from redbeat.schedulers import RedBeatSchedulerEntry, get_redis
+    from redbeat.schedulers import get_redis
 
     from bench.compare.peer_app import app
 
     client = get_redis(app)
     client.flushdb()
-    now = datetime.now(UTC)
-    due_cron = crontab(minute=due_at.minute, hour=due_at.hour)
-    idle_cron = crontab(minute=due_at.minute, hour=(due_at.hour + 12) % 24)
+    every_day = schedule(run_every=PERIOD, app=app)
+    prefix = app.redbeat_conf.key_prefix
+    # RedBeatSchedulerEntry.save()'s writes, serialised once and pipelined: the definition
+    # differs only by name, the meta only between due and idle entries.
+    definition = json.dumps(
+        {"name": "NAME", "task": "bench.noop", "args": ["NAME"], "kwargs": {}, "options": {},
+         "schedule": every_day, "enabled": True},
+        cls=RedBeatJSONEncoder,
+    )  # fmt: skip
     pipe = client.pipeline(transaction=False)
-    for i in range(registered):
-        name = entry_name(i)
-        entry = RedBeatSchedulerEntry(
-            name, "bench.noop", due_cron if i < due else idle_cron, args=[name], app=app
-        )
-        entry.last_run_at = now
-        # The same three writes as RedBeatSchedulerEntry.save(), pipelined across entries so
-        # that registering 100,000 entries takes seconds rather than minutes.
-        definition = {
-            "name": name,
-            "task": entry.task,
-            "args": entry.args,
-            "kwargs": entry.kwargs,
-            "options": entry.options,
-            "schedule": entry.schedule,
-            "enabled": True,
-        }
-        pipe.hset(entry.key, "definition", json.dumps(definition, cls=RedBeatJSONEncoder))
-        pipe.hsetnx(entry.key, "meta", json.dumps({"last_run_at": now}, cls=RedBeatJSONEncoder))
-        pipe.zadd(app.redbeat_conf.schedule_key, {entry.key: entry.score})
-        if i % BATCH == BATCH - 1:
+    for first, last, instant in ((0, due, due_at), (due, registered, due_at + IDLE_AFTER)):
+        meta = json.dumps({"last_run_at": instant - PERIOD}, cls=RedBeatJSONEncoder)
+        # The score is the instant in whole seconds, as RedBeat's to_timestamp writes it:
+        # RedBeat's own due_at for a last_run_at that is not "now" is off by the difference.
+        score = int(instant.timestamp())
+        for start in range(first, last, BATCH):
+            scores = {}
+            for i in range(start, min(start + BATCH, last)):
+                name = entry_name(i)
+                key = prefix + name
+                mapping = {"definition": definition.replace("NAME", name), "meta": meta}
+                pipe.hset(key, mapping=mapping)
+                scores[key] = score
+            pipe.zadd(app.redbeat_conf.schedule_key, scores)
             pipe.execute()
-    pipe.execute()
 
 
 def register_ours(registered: int, due: int, due_at: datetime) -> None:
@@ -102,31 +110,33 @@ def register_ours(registered: int, due: int, due_at: datetime) -> None:
     now = datetime.now(UTC)
     tenant = Tenant.objects.create(name="bench", created_at=now)
     partitions = int(settings.SCHEDULER["PARTITIONS"])
-    idle_at = due_at + timedelta(hours=12)
-    batch: list[Job] = []
-    for i in range(registered):
-        job_id = uuid.uuid4()
-        cron = f"{due_at.minute} {due_at.hour if i < due else idle_at.hour} * * *"
-        batch.append(
-            Job(
-                id=job_id,
-                tenant=tenant,
-                name=entry_name(i),
-                kind=JobKind.CRON,
-                cron_expression=cron,
-                timezone="UTC",
-                target_kind=TargetKind.TASK,
-                target_name="bench.noop",
-                next_fire_at=due_at if i < due else idle_at,
-                partition=partition_for(job_id, partitions),
-                created_at=now,
-                updated_at=now,
-            )
-        )
-        if len(batch) == BATCH:
-            Job.objects.bulk_create(batch)
-            batch.clear()
-    Job.objects.bulk_create(batch)
+    template = Job.objects.create(
+        tenant=tenant, name="template", kind=JobKind.INTERVAL,
+        interval_seconds=int(PERIOD.total_seconds()), anchor_at=due_at, timezone="UTC",
+        target_kind=TargetKind.TASK, target_name="bench.noop", next_fire_at=due_at,
+        partition=0, created_at=now, updated_at=now,
+    )  # fmt: skip
+    columns = [f.column for f in Job._meta.concrete_fields]
+    with connection.cursor() as cursor:
+        # Ids and partitions come from Python (partition_for is a blake2b of the id), the
+        # rest of each row is the template's.
+        cursor.execute("CREATE TEMP TABLE bench_ids (i int, id uuid, part smallint)")
+        with cursor.copy("COPY bench_ids (i, id, part) FROM STDIN") as copy:
+            for i in range(registered):
+                job_id = uuid.uuid4()
+                copy.write_row((i, job_id, partition_for(job_id, partitions)))
+        for first, last, instant in ((0, due, due_at), (due, registered, due_at + IDLE_AFTER)):
+            if first >= last:
+                continue
+            insert_copies(
+                cursor, Job._meta.db_table, columns, template.pk,
+                {"id": "g.id", "name": entry_name_sql("g.i"), "partition": "g.part",
+                 "anchor_at": "%s", "next_fire_at": "%s"},
+                "(SELECT * FROM bench_ids WHERE i >= %s AND i < %s) g",
+                [instant, instant, first, last],
+            )  # fmt: skip
+        cursor.execute("DROP TABLE bench_ids")
+    template.delete()
 
 
 REGISTER = {

@@ -86,14 +86,25 @@ def case_table(
         "| scheduler | " + " | ".join(title for _, title in columns) + " |",
         "|---" * (len(columns) + 1) + "|",
     ]
+    most = max((len(runs) for runs in runs_by_scheduler.values()), default=0)
     for scheduler, runs in runs_by_scheduler.items():
         figures = {f.metric: f for f in summarise(runs)}
         errors = sorted({r.error for r in runs if r.error})
         note = f" (error: {'; '.join(errors)})" if errors else ""
-        unfinished = sum(1 for r in runs if r.misses and not r.error)
-        if unfinished and runs[0].case.scenario not in ("steady", "failover"):
+        if len(runs) < most:
+            # Slow peers repeat the cases that hold them until the deadline less often.
+            note += f" ({len(runs)} repetitions)"
+        case = runs[0].case
+        unstarted = sum(1 for r in runs if r.unstarted)
+        if unstarted:
             note += (
-                f" (did not finish within {runs[0].case.deadline_s:.0f} s in {unfinished} of "
+                f" (did not start within {case.startup_cap_s:.0f} s in {unstarted} of "
+                f"{len(runs)} runs)"
+            )
+        unfinished = sum(1 for r in runs if r.misses and not r.error and not r.unstarted)
+        if unfinished and case.scenario not in ("steady", "failover"):
+            note += (
+                f" (did not finish within {case.deadline_s:.0f} s in {unfinished} of "
                 f"{len(runs)} runs)"
             )
         cells = " | ".join(_cell(figures[metric]) for metric, _ in columns)

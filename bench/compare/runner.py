@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import signal
 import subprocess
 import threading
@@ -21,6 +20,7 @@ import redis
 
 from bench.compare.contender import Contender, Firing, Victim
 from bench.compare.ours import first_lease_seen
+from bench.compare.timing import due_instant
 from bench.compare.workload import Case
 
 if TYPE_CHECKING:
@@ -59,6 +59,9 @@ class RunResult:
     untimed: int = 0
     samples: list[Sample] = field(default_factory=list)
     error: str | None = None
+    # The scheduler had not started (first tick / first lease) within the case's start-up cap
+    # and was stopped: everything due counts as unfinished.
+    unstarted: bool = False
     # Steady: (publish time, lateness) of every firing, in publish order.
     timeline: list[tuple[float, float]] = field(default_factory=list)
     # False where misses and duplicates have no definition (peers' re-anchoring intervals).
@@ -110,12 +113,6 @@ class Sampler(threading.Thread):
                 self.ready_at = time.time()
 
 
-def next_due_instant(lead_s: float) -> datetime:
-    """The first minute boundary at least ``lead_s`` from now (crontab resolution)."""
-    target = math.ceil((time.time() + lead_s) / 60.0) * 60.0
-    return datetime.fromtimestamp(target, UTC)
-
-
 def decode(raw: bytes) -> list[object]:
     """Task args from a kombu Redis-transport envelope holding a Celery protocol-2 message."""
     envelope = json.loads(raw)
@@ -139,9 +136,11 @@ def _wait(
     result: RunResult,
     sampler: Sampler,
     procs: list[subprocess.Popen[bytes]],
+    started: Callable[[], bool],
     kill: Callable[[], tuple[Victim, float] | None] | None = None,
 ) -> None:
     case = result.case
+    cap_at = result.spawned_at + case.startup_cap_s if case.startup_cap_s else None
     settle_until: float | None = None
     # Steady and failover runs last their duration; a spike ends when every due message is in.
     timed = case.scenario in ("steady", "failover")
@@ -160,6 +159,11 @@ def _wait(
             return
         if now > result.due_at + until:
             return
+        if cap_at is not None and now > cap_at:
+            if not started():
+                result.unstarted = True
+                return
+            cap_at = None
         if not timed and now >= result.due_at and sampler.queued() >= case.due:
             settle_until = settle_until or now + SETTLE_S
             if now >= settle_until:
@@ -175,16 +179,15 @@ def measure(
         stale.unlink()
     client = redis.Redis.from_url(env["REDIS_URL"])
     client.flushdb()
-    # Registering large cases takes a while; the due instant has to leave room for it.
-    lead_s = case.startup_budget_s + case.registered / 4000
-    if case.scenario in ("steady", "failover"):
-        # Interval schedules need no minute boundary; a whole second keeps logs readable.
-        due = datetime.fromtimestamp(math.ceil(time.time() + lead_s), UTC)
-    else:
-        due = next_due_instant(lead_s)
+    # Interval schedules fire at any second: aim just past registration and start-up.
+    due = datetime.fromtimestamp(due_instant(time.time(), contender.name, case), UTC)
     contender.register(case, due, env)
     spawned = time.time()
     result = RunResult(contender.name, case, repetition, due.timestamp(), spawned)
+    if spawned > due.timestamp():
+        # Not the scheduler's fault, and its lateness would be measured from a past instant.
+        result.error = f"registration overran the due instant by {spawned - due.timestamp():.1f}s"
+        return result
     procs = contender.start(case, due, out_dir, env)
     sampler = Sampler(procs, env, ours=contender.name.startswith("ours"))
     sampler.start()
@@ -195,8 +198,11 @@ def measure(
         def kill() -> tuple[Victim, float] | None:
             return kill_victim(contender, procs, out_dir, env)
 
+    def started() -> bool:
+        return sampler.ready_at is not None or contender.ready_at(out_dir, env) is not None
+
     try:
-        _wait(result, sampler, procs, kill)
+        _wait(result, sampler, procs, started, kill)
     finally:
         sampler.stop.set()
         sampler.join()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Stock celery beat's only way to make N entries fire at one chosen instant is a crontab,
-# whose resolution is the minute, so every case's due instant is a minute boundary.
 CELERY_PEERS = ("celery-beat", "django-celery-beat", "redbeat")
+# The peers that compare their whole schedule on every tick (celery's Scheduler.tick calls
+# schedules_equal) and so reach only ~20 firings/s with 10,000 entries: their large cases run
+# into the deadline every time, so they repeat less often (slow_peer_repetitions).
+SLOW_PEERS = ("celery-beat", "django-celery-beat")
 # Nothing is skipped any more: RedBeat's steady burst came from fractional scores written by
 # our registration (see steady.register_redbeat), now whole seconds as RedBeat writes them.
 SKIPPED: set[tuple[str, str]] = set()
@@ -32,16 +34,21 @@ def skipped(scenario: str, scheduler: str) -> bool:
 class Case:
     """One measured run: ``registered`` jobs of which ``due`` fire at the same instant."""
 
-    scenario: str  # "spike" or "registrations"
+    scenario: str  # "spike", "registrations", "steady" or "failover"
     registered: int
     due: int
-    # Longest we wait for the last firing after the due instant before calling it a miss.
+    # Longest we wait for the last firing after the due instant; what is still unpublished
+    # then is reported as unfinished (75 s is enough to measure "within 60 s").
     deadline_s: float
-    # Longest the scheduler may take to start before the due instant; the due instant is
-    # the first minute boundary after registration + this budget.
+    # Longest the scheduler may take to start: the due instant is registration's expected
+    # end plus this budget (see timing.due_instant).
     startup_budget_s: float
-    # Fewer repetitions than the profile's for cases whose slow peers take minutes each.
+    # Fewer repetitions than the profile's, for every scheduler or only for SLOW_PEERS.
     max_repetitions: int = 99
+    slow_peer_repetitions: int = 99
+    # A scheduler that has not started (first tick / first lease) this long after its spawn
+    # is stopped and reported as not started, rather than waited for until the deadline.
+    startup_cap_s: float = 0.0  # 0: no cap but the deadline
     # Steady only: ``due`` interval jobs of this period, measured for ``duration_s``.
     period_s: int = 0
     duration_s: float = 0.0
@@ -65,58 +72,59 @@ class Profile:
     cases: tuple[Case, ...]
 
 
+def repetitions_for(profile: Profile, case: Case, scheduler: str) -> int:
+    """How many times ``scheduler`` runs ``case`` in ``profile``."""
+    limit = case.slow_peer_repetitions if scheduler in SLOW_PEERS else case.max_repetitions
+    return min(profile.repetitions, case.max_repetitions, limit)
+
+
+# CI-sized, under 5 minutes on 2 cores: each scenario's code path once per scheduler. The
+# spike has idle entries besides its due ones, so it also covers what the registrations
+# scenario runs (which differs from a spike only in its sizes and start-up cap).
 QUICK = Profile(
     name="quick",
     repetitions=1,
     cases=(
-        Case("spike", registered=500, due=500, deadline_s=90, startup_budget_s=8),
-        Case("registrations", registered=10_000, due=100, deadline_s=90, startup_budget_s=25),
+        Case("spike", registered=5_000, due=500, deadline_s=60, startup_budget_s=4),
         Case(
-            "steady",
-            registered=500,
-            due=500,
-            deadline_s=0,
-            startup_budget_s=8,
-            period_s=10,
-            duration_s=20,
+            "steady", registered=500, due=500, deadline_s=0, startup_budget_s=4,
+            period_s=5, duration_s=10,
         ),
-        # The kill leaves 28 s: lease expiry (10 s), takeover and catch-up, then steady again.
+        # The kill leaves 20 s: lease expiry (10 s), takeover and catch-up, then steady again.
         Case(
-            "failover",
-            registered=2_000,
-            due=2_000,
-            deadline_s=0,
-            startup_budget_s=8,
-            period_s=10,
-            duration_s=40,
-            kill_after_s=12,
+            "failover", registered=2_000, due=2_000, deadline_s=0, startup_budget_s=4,
+            period_s=10, duration_s=26, kill_after_s=6,
         ),
     ),
-)
+)  # fmt: skip
 
-# The issue asks for 50,000 and 1,000,000 too; at stock celery beat's ~21 firings/s a 50,000
-# spike alone takes 40 minutes per repetition, so the full profile stops at what fits a run
-# of about 40 minutes; a peer still publishing at the deadline is reported as unfinished.
+# The issue's sizes, in at most ~70 minutes on a 2-core machine (timing.expected_duration_s
+# prints the estimate at start): celery beat and django-celery-beat are cut off at the
+# deadline in the large cases and repeat twice there; every other figure is the median of 3.
 FULL = Profile(
     name="full",
     repetitions=3,
     cases=(
-        Case("spike", registered=1_000, due=1_000, deadline_s=120, startup_budget_s=6),
+        Case("spike", registered=1_000, due=1_000, deadline_s=75, startup_budget_s=6),
         Case(
-            "spike", registered=10_000, due=10_000, deadline_s=150, startup_budget_s=15,
-            max_repetitions=1,
+            "spike", registered=10_000, due=10_000, deadline_s=75, startup_budget_s=8,
+            slow_peer_repetitions=2,
         ),
         Case(
-            "registrations", registered=100_000, due=100, deadline_s=120, startup_budget_s=40,
-            max_repetitions=1,
+            "spike", registered=50_000, due=50_000, deadline_s=75, startup_budget_s=15,
+            slow_peer_repetitions=2,
         ),
         Case(
-            "steady", registered=10_000, due=10_000, deadline_s=0, startup_budget_s=15,
-            period_s=10, duration_s=30, max_repetitions=1,
+            "registrations", registered=1_000_000, due=1_000, deadline_s=75,
+            startup_budget_s=45, startup_cap_s=120, max_repetitions=2,
         ),
         Case(
-            "failover", registered=10_000, due=10_000, deadline_s=0, startup_budget_s=15,
-            period_s=10, duration_s=60, kill_after_s=15, max_repetitions=1,
+            "steady", registered=10_000, due=10_000, deadline_s=0, startup_budget_s=10,
+            period_s=10, duration_s=60, slow_peer_repetitions=2,
+        ),
+        Case(
+            "failover", registered=10_000, due=10_000, deadline_s=0, startup_budget_s=10,
+            period_s=10, duration_s=60, kill_after_s=20,
         ),
     ),
 )  # fmt: skip
