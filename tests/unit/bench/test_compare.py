@@ -1,8 +1,8 @@
 """The comparison benchmark's bookkeeping: message decoding, percentiles, docs splicing.
 
-The benchmark itself needs minutes of wall time (crontab instants are minute boundaries), so
-CI runs it as ``scripts/bench-compare --quick``, not as a test; these checks are the parts
-that can be wrong without any timing.
+The benchmark itself needs minutes of wall time (real schedulers, real seconds), so CI runs
+it as ``scripts/bench-compare --quick`` after the tests, not as a test; these checks are the
+parts that can be wrong without any timing.
 """
 
 from __future__ import annotations
