@@ -115,11 +115,11 @@ class _Batch:
     next_due: dict[uuid.UUID, DueEntry] = field(default_factory=dict)
     partition_of: dict[uuid.UUID, int] = field(default_factory=dict)
 
-    def params(self, epochs: Mapping[int, int], now: datetime) -> dict[str, object]:
-        """CLAIM_SQL's parameters: one array literal per column, cast in SQL."""
+    def columns(self) -> dict[str, object]:
+        """CLAIM_SQL's per-row parameters: one array literal per column, cast in SQL. Built
+        when the batch is prepared, off the thread that waits for the claim."""
         ids, nexts, lasts, statuses, expected, versions = _columns(self.advance, 6)
         run_ids, run_jobs, scheduled, triggers, states, jitter = _columns(self.runs, 6)
-        parts = sorted(epochs)
         return {
             "job_ids": uuid_array(ids), "nexts": timestamp_array(nexts),
             "lasts": timestamp_array(lasts), "statuses": text_array(statuses),
@@ -127,9 +127,20 @@ class _Batch:
             "run_ids": uuid_array(run_ids), "run_jobs": uuid_array(run_jobs),
             "scheduled": timestamp_array(scheduled), "triggers": text_array(triggers),
             "states": text_array(states), "jitter_us": int_array(jitter),
-            "partitions": int_array(parts), "epochs": int_array([epochs[p] for p in parts]),
-            "now": now, "missed_reason": _MISSED_REASON,
         }  # fmt: skip
+
+
+def _claim_params(
+    columns: Mapping[str, object], epochs: Mapping[int, int], now: datetime
+) -> dict[str, object]:
+    parts = sorted(epochs)
+    return {
+        **columns,
+        "partitions": int_array(parts),
+        "epochs": int_array([epochs[p] for p in parts]),
+        "now": now,
+        "missed_reason": _MISSED_REASON,
+    }
 
 
 def _columns(rows: list[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
@@ -240,6 +251,7 @@ class PreparedClaim:
     # not yet due): kept in the result whatever the commit finds.
     partitions: frozenset[int]
     result: ClaimResult
+    columns: dict[str, object] = field(default_factory=dict)
 
 
 def claim_due_batch(
@@ -284,7 +296,7 @@ def prepare_claim(
             quotas = quotas if quotas is not None else TenantAllowances(refresh_s=0.0)
             rows = _within_quota(cursor, cursor.fetchall(), entries, result, now, quotas, mono)
         _plan_rows(batch, rows, result, now)
-    return PreparedClaim(batch, wanted, result)
+    return PreparedClaim(batch, wanted, result, batch.columns() if batch.advance else {})
 
 
 def commit_claim(
@@ -306,7 +318,8 @@ def commit_claim(
         if not batch.advance or not ours:
             return result
         with server_cursor() as cursor:
-            cursor.execute(CLAIM_SQL, batch.params({p: epochs[p] for p in ours}, now), binary=True)
+            params = _claim_params(prepared.columns, {p: epochs[p] for p in ours}, now)
+            cursor.execute(CLAIM_SQL, params, binary=True)
             rows = cursor.fetchall()
     advanced: set[uuid.UUID] = set()
     inserted: set[uuid.UUID] = set()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
@@ -29,6 +29,7 @@ from beat_engine.publisher import (
     Publisher,
     Pushed,
     QueuedRun,
+    Rendered,
     mark_published,
     sweep_lost_publishes,
 )
@@ -44,6 +45,10 @@ def _close_connection() -> None:
     connection.close()
 
 
+# A claim read and planned, with the messages of its queued runs rendered.
+_Prepared = tuple[PreparedClaim, Rendered]
+
+
 @dataclass
 class _Batch:
     """Due entries taken off the heap for one claim, planned now or on the preparing thread."""
@@ -51,10 +56,10 @@ class _Batch:
     entries: list[DueEntry]
     epochs: dict[int, int]
     now: datetime
-    prepared: PreparedClaim | None = None
-    future: Future[PreparedClaim] | None = None
+    prepared: _Prepared | None = None
+    future: Future[_Prepared] | None = None
 
-    def settle(self) -> PreparedClaim:
+    def settle(self) -> _Prepared:
         """The prepared claim, waiting for the preparing thread if it is still at work."""
         if self.prepared is None:
             assert self.future is not None
@@ -100,6 +105,10 @@ class BeatEngine:
         # One thread (and connection) that prepares the next batch while a backlog drains.
         self._preparer: ThreadPoolExecutor | None = None
         self._preparer_used = False
+        # A batch prepared at the end of a tick that ran out of time, claimed first next tick.
+        self._carried: _Batch | None = None
+        # Pushes handed to the preparing thread, and how many runs each carries.
+        self._in_flight: list[tuple[Future[Pushed], int]] = []
 
     @property
     def leases(self) -> dict[int, Lease]:
@@ -125,7 +134,7 @@ class BeatEngine:
         # mark_within_s and writing thousands at once stalled the loop (steady p99 0.04 s ->
         # 0.5 s, benchmarked), so there they are written every tick, as small as they come.
         if self._unmarked and (
-            not self._backlog
+            not (self._backlog or self._carried)
             or self.clock.monotonic() - self._unmarked_since_mono >= self.config.mark_within_s
         ):
             self._flush_marks()
@@ -167,7 +176,12 @@ class BeatEngine:
         self._forget(self.ownership.release_all())
         if self.feed is not None:
             self.feed.close()
+        if self._carried is not None:
+            # Not claimed: the firings stay due in the database for the partitions' next owner.
+            self._carried.wait()
+            self._carried = None
         if self._preparer is not None:
+            self._preparer.submit(_close_connection).result()
             self._preparer.shutdown()
 
     # --- selection --------------------------------------------------------------------------
@@ -247,7 +261,7 @@ class BeatEngine:
         self._stop_claims_at = min(
             self.clock.monotonic() + self.config.max_claim_s, self.ownership.next_due_mono
         )
-        current = self._take_batch(ahead=False)
+        current = self._resume_carried() or self._take_batch(ahead=False)
         ahead: _Batch | None = None
         try:
             while current is not None:
@@ -259,6 +273,10 @@ class BeatEngine:
                     # No backlog: whatever fell due meanwhile (a steady arrival rate).
                     ahead = self._take_batch(ahead=False)
                 current, ahead = ahead, None
+            if self._backlog:
+                # Out of time with more due: the next tick's first batch is prepared while
+                # this tick renews leases and fires timers, so the pipeline never drains.
+                self._carried = self._take_batch(ahead=True)
         except BaseException:
             # Entries taken off the heap but not claimed go back: a failed commit leaves their
             # rows as they were (or, if it did commit, the compare-and-set refuses them).
@@ -268,8 +286,26 @@ class BeatEngine:
                     self._give_back(batch.entries)
             raise
         finally:
-            self._close_preparer_connection()
-        return bool(self._backlog) or self._head_due()
+            try:
+                self._collect_pushes()
+            finally:
+                self._close_preparer_connection(wait=self._carried is None)
+        return bool(self._backlog) or self._carried is not None or self._head_due()
+
+    def _resume_carried(self) -> _Batch | None:
+        """The batch prepared at the end of the last tick, if its partitions are still ours
+        under the same epochs; otherwise its entries go back to the heap."""
+        carried, self._carried = self._carried, None
+        if carried is None:
+            return None
+        epochs = self.ownership.usable_epochs(self.clock.monotonic())
+        if all(
+            epochs.get(p) == carried.epochs.get(p) for p in {e.partition for e in carried.entries}
+        ):
+            return carried
+        carried.wait()
+        self._give_back(carried.entries)
+        return None
 
     def _may_claim_more(self, claimed: int) -> bool:
         return (
@@ -304,25 +340,32 @@ class BeatEngine:
         return _Batch(due, epochs, now, future=self._preparer.submit(
             self._prepare_on_thread, due, epochs, now))  # fmt: skip
 
-    def _prepare(self, due: list[DueEntry], epochs: dict[int, int], now: datetime) -> PreparedClaim:
-        return prepare_claim(
+    def _prepare(self, due: list[DueEntry], epochs: dict[int, int], now: datetime) -> _Prepared:
+        prepared = prepare_claim(
             due, epochs=epochs, now=now, quotas=self._quotas, mono=self.clock.monotonic()
         )
+        # Rendered before the claim commits (a run the claim does not insert wastes one
+        # render), so that on the preparing thread the rendering overlaps the previous claim.
+        return prepared, self._publisher.render(list(prepared.batch.queued.values()), epochs)
 
     def _prepare_on_thread(
         self, due: list[DueEntry], epochs: dict[int, int], now: datetime
-    ) -> PreparedClaim:
+    ) -> _Prepared:
         try:
             return self._prepare(due, epochs, now)
         except Exception:
             connection.close()  # this thread's: the next look-ahead opens a fresh one
             raise
 
-    def _close_preparer_connection(self) -> None:
+    def _close_preparer_connection(self, *, wait: bool) -> None:
         # Held only while a backlog drains: an idle engine keeps one connection, and a test
-        # database is never left with a second session open.
+        # database is never left with a second session open. Behind a carried batch the close
+        # is queued, not awaited: the thread reconnects for the next batch (a few ms, off the
+        # engine's thread) rather than the tick waiting here for the preparation.
         if self._preparer is not None and self._preparer_used:
-            self._preparer.submit(_close_connection).result()
+            closed = self._preparer.submit(_close_connection)
+            if wait:
+                closed.result()
             self._preparer_used = False
 
     def _next_batch(self, now: datetime) -> list[DueEntry]:
@@ -342,14 +385,18 @@ class BeatEngine:
         self.heap.push_many(e for e in entries if e.partition in self.leases)
 
     def _commit(self, batch: _Batch) -> None:
-        result = commit_claim(batch.settle(), epochs=batch.epochs, now=batch.now)
+        prepared, rendered = batch.settle()
+        result = commit_claim(prepared, epochs=batch.epochs, now=batch.now)
         due = batch.entries
         self._fenced(result.fenced_out)
         self._push_within_horizon(result.next_due)
         if result.refused:
             # Changed under the claim (edited, paused): their rows now say when they are due.
             self._push_within_horizon(load_jobs(result.refused))
-        published = self._publish(result.queued)
+        if batch.future is not None:
+            sent = self._publish_on_thread(result.queued, rendered)
+        else:
+            sent = self._publish(result.queued, rendered)
         metrics.count(metrics.FIRINGS_CLAIMED, result.claimed)
         metrics.count(metrics.FIRINGS_MISSED, result.missed)
         logger.info(
@@ -358,7 +405,7 @@ class BeatEngine:
                 "node": self.config.node_id,
                 "due": len(due),
                 "claimed": result.claimed,
-                "published": published,
+                "sent": sent,
                 "missed": result.missed,
                 "pending": result.pending,
                 "deferred": result.deferred,
@@ -408,9 +455,36 @@ class BeatEngine:
             metrics.count(metrics.RUNS_REPUBLISHED, published)
             logger.info("beat.republish", extra={"node": self.config.node_id, "runs": published})
 
-    def _publish(self, runs: Sequence[QueuedRun]) -> int:
-        if not runs:
+    def _publish(self, runs: Sequence[QueuedRun], rendered: Rendered | None = None) -> int:
+        sendable, epochs = self._sendable(runs)
+        if not sendable:
             return 0
+        return self._record(lambda: self._push(sendable, epochs, rendered), len(sendable))
+
+    def _publish_on_thread(self, runs: Sequence[QueuedRun], rendered: Rendered) -> int:
+        """Check the fence here, push on the preparing thread: the push of one batch then
+        overlaps the next batch's claim. _collect_pushes waits for it before the tick ends."""
+        sendable, epochs = self._sendable(runs)
+        if sendable:
+            assert self._preparer is not None
+            future = self._preparer.submit(self._push, sendable, epochs, rendered)
+            self._in_flight.append((future, len(sendable)))
+        return len(sendable)
+
+    def _collect_pushes(self) -> None:
+        in_flight, self._in_flight = self._in_flight, []
+        failure: BaseException | None = None
+        for future, count in in_flight:
+            try:
+                self._record(future.result, count)
+            except BaseException as exc:  # noqa: BLE001 - every push is waited for first
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def _sendable(self, runs: Sequence[QueuedRun]) -> tuple[list[QueuedRun], dict[int, int]]:
+        if not runs:
+            return [], {}
         # Every held lease, usable by local reckoning or not: the runs were claimed under a
         # fence, and whether their partition is still ours is PostgreSQL's to say (below).
         # Skipping a held-but-lapsing lease here once left committed runs to the 30 s sweep.
@@ -420,12 +494,19 @@ class BeatEngine:
         # it then publishes nothing and leaves the runs to the new owner's sweep.
         current = epochs_current(mine)
         self._fenced(FencedOut(frozenset(mine) - current))
-        sendable = [r for r in runs if r.partition in current]
+        return [r for r in runs if r.partition in current], mine
+
+    def _push(
+        self, runs: list[QueuedRun], epochs: dict[int, int], rendered: Rendered | None
+    ) -> Pushed:
+        return self._publisher.publish(runs, epochs=epochs, now=self.clock.now, rendered=rendered)
+
+    def _record(self, outcome: Callable[[], Pushed], count: int) -> int:
         try:
-            pushed = self._publisher.publish(sendable, epochs=mine, now=self.clock.now)
+            pushed = outcome()
         except redis.RedisError:
             # The runs stay queued and unpublished in the database: the sweep sends them later.
-            logger.warning("beat.publish_failed", extra={"runs": len(sendable)}, exc_info=True)
+            logger.warning("beat.publish_failed", extra={"runs": count}, exc_info=True)
             return 0
         if pushed.run_ids:
             if not self._unmarked:

@@ -169,19 +169,50 @@ def mark_published(batches: Sequence[Pushed]) -> None:
             )
 
 
+# A message rendered ahead of its push: run id -> (broker list, message, epoch it carries).
+Rendered = dict[uuid.UUID, tuple[str, str, int]]
+
+
 class Publisher:
     def __init__(self, client: redis.Redis[bytes], *, origin: str) -> None:
         self._client = client
         self._template = MessageTemplate(origin)
 
-    def push(self, runs: Sequence[QueuedRun], epochs: Mapping[int, int]) -> None:
-        """LPUSH every message, one pipeline round trip for the lot (no per-message path)."""
-        by_key: dict[str, list[str]] = defaultdict(list)
+    def render(self, runs: Sequence[QueuedRun], epochs: Mapping[int, int]) -> Rendered:
+        """Each run's message and broker list. Pure string work, safe on any thread: the
+        engine renders a batch on its preparing thread before the batch's claim commits."""
         render = self._template.render
+        rendered: Rendered = {}
         for run, task_id in zip(runs, task_ids(len(runs)), strict=True):
-            by_key[queue_key(run.queue, run.priority)].append(
-                render(run, task_id=task_id, epoch=epochs.get(run.partition, 0))
+            epoch = epochs.get(run.partition, 0)
+            rendered[run.run_id] = (
+                queue_key(run.queue, run.priority),
+                render(run, task_id=task_id, epoch=epoch),
+                epoch,
             )
+        return rendered
+
+    def push(
+        self,
+        runs: Sequence[QueuedRun],
+        epochs: Mapping[int, int],
+        rendered: Rendered | None = None,
+    ) -> None:
+        """LPUSH every message, one pipeline round trip for the lot (no per-message path).
+
+        Messages rendered ahead are used when they carry the epoch held now; the rest are
+        rendered here."""
+        ready = rendered or {}
+        stale = [
+            r for r in runs
+            if r.run_id not in ready or ready[r.run_id][2] != epochs.get(r.partition, 0)
+        ]  # fmt: skip
+        if stale:
+            ready = {**ready, **self.render(stale, epochs)}
+        by_key: dict[str, list[str]] = defaultdict(list)
+        for run in runs:
+            key, message, _epoch = ready[run.run_id]
+            by_key[key].append(message)
         pipe = self._client.pipeline(transaction=False)
         for key, messages in by_key.items():
             for start in range(0, len(messages), _PUSH_CHUNK):
@@ -194,13 +225,14 @@ class Publisher:
         *,
         epochs: Mapping[int, int],
         now: Callable[[], datetime],
+        rendered: Rendered | None = None,
     ) -> Pushed:
         """Push; the caller marks the result published (outbox), now or a little later with
         mark_published: a crash before the mark leaves the runs for the sweep to publish
         again, and the worker's compare-and-set drops the duplicate."""
         if not runs:
             return Pushed(now(), ())
-        self.push(runs, epochs)
+        self.push(runs, epochs, rendered)
         return Pushed(now(), tuple(r.run_id for r in runs))
 
 

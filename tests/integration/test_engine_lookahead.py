@@ -13,6 +13,7 @@ import redis
 from django.db import connection
 
 from beat_engine import engine as engine_module
+from beat_engine.publisher import Publisher
 from jobs.models import Job, JobRun
 from tests.support.beat_nodes import broker_messages, make_engine, message_args
 from tests.support.clock import FakeClock
@@ -90,4 +91,62 @@ def test_failed_preparation_loses_no_entry(
     runs = JobRun.objects.filter(job__in=jobs)
     assert runs.count() == JOBS
     assert _sent_runs(redis_client) == Counter({str(run.id): 1 for run in runs})
+    engine.shutdown()
+
+
+def test_push_failing_on_the_preparing_thread_leaves_runs_to_the_sweep(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = _due_jobs()
+    clock = FakeClock(T0)
+    engine = make_engine(
+        clock, claim_batch=4, max_claims_per_tick=1000, max_claim_s=60.0,
+        publish_sweep_after_s=4.0,
+    )  # fmt: skip
+    engine.tick()
+    original = Publisher.push
+    calls = {"n": 0}
+
+    def flaky(self: Publisher, *args: Any, **kwargs: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:  # a batch pushed from the preparing thread
+            raise redis.ConnectionError("broker went away")
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Publisher, "push", flaky)
+    clock.advance(timedelta(seconds=2))
+    engine.tick()
+    runs = JobRun.objects.filter(job__in=jobs)
+    assert runs.count() == JOBS
+    unpublished = runs.filter(published_at__isnull=True).count()
+    assert unpublished == 4, "the failed batch's runs wait for the sweep, the rest are marked"
+    assert len(_sent_runs(redis_client)) == JOBS - 4
+
+    clock.advance(timedelta(seconds=5))
+    engine.tick()
+    assert _sent_runs(redis_client) == Counter({str(run.id): 1 for run in runs})
+    engine.shutdown()
+
+
+def test_batch_prepared_at_the_end_of_a_tick_is_claimed_by_the_next(
+    redis_client: redis.Redis,
+) -> None:
+    jobs = _due_jobs()
+    clock = FakeClock(T0)
+    # Eight entries per tick: each tick claims two batches and carries a third, prepared.
+    engine = make_engine(clock, claim_batch=4, max_claims_per_tick=8, max_claim_s=60.0)
+    engine.tick()
+    before = _sessions()
+    clock.advance(timedelta(seconds=2))
+    ticks = 0
+    while engine.tick() == 0.0 and ticks < 20:
+        ticks += 1
+        assert engine._carried is not None or not engine._backlog
+
+    assert 3 <= ticks <= 5
+    assert engine._carried is None
+    runs = JobRun.objects.filter(job__in=jobs)
+    assert runs.count() == JOBS
+    assert _sent_runs(redis_client) == Counter({str(run.id): 1 for run in runs})
+    assert _sessions() == before
     engine.shutdown()
