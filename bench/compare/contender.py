@@ -23,6 +23,8 @@ class Firing:
     scheduled_at: float | None = None
     # Our job's partition (failover: was it the killed node's work?); None for peers.
     partition: int | None = None
+    # Our run's id (ours only): a run sent twice is one firing, see runner.collapse_resent.
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)

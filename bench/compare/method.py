@@ -37,7 +37,11 @@ def method(chosen: list[Contender]) -> list[str]:
         "- **Messages** are counted in the broker: after the run every Celery message left in "
         "the queues is decoded (kombu envelope, protocol-2 body) to the job it fires. "
         "No worker consumes them. *Duplicates*: messages beyond the first for a job; "
-        "*misses*: due jobs with no message by the deadline.",
+        "*misses*: due jobs with no message by the deadline. *Re-sent* (ours only): further "
+        "messages of a run already sent, the same run id. Our engine publishes at least once: "
+        "runs pushed but not yet marked published when their node died are sent again by the "
+        "next owner; the worker's compare-and-set on the run's state runs such a run once, so "
+        "they are reported apart, not as duplicates (two runs for one instant would be).",
         "- **Lateness** of a job: its publish timestamp minus the due instant. *Last msg*: "
         "lateness of the last due job (time until the last message was in the broker). "
         "*Firings/s*: due jobs divided by that time. *Within 60 s*: fraction of due jobs "

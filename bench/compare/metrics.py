@@ -21,6 +21,7 @@ METRICS: tuple[tuple[str, str, bool], ...] = (
     ("cpu", "s", True),
     ("cpu_per_1000_firings", "s", True),
     ("duplicates", "count", True),
+    ("resent", "count", True),
     ("misses", "count", True),
     # Failover only (bench.compare.failover).
     ("victim_share", "fraction", False),
@@ -66,6 +67,7 @@ def run_metrics(run: RunResult) -> dict[str, float | None]:
         "cpu": cpu or None,
         "cpu_per_1000_firings": cpu * 1000 / len(late) if late and cpu else None,
         "duplicates": float(run.duplicates),
+        "resent": float(run.resent),
         "misses": float(run.misses),
     } | dict.fromkeys(FAILOVER_METRICS)
 
@@ -85,6 +87,7 @@ def _steady_metrics(run: RunResult, peak_rss: float, cpu: float) -> dict[str, fl
         "cpu": cpu or None,
         "cpu_per_1000_firings": cpu * 1000 / len(late) if late and cpu else None,
         "duplicates": float(run.duplicates) if run.counted else None,
+        "resent": float(run.resent),
         "misses": float(run.misses) if run.counted else None,
     } | dict.fromkeys(FAILOVER_METRICS)
 

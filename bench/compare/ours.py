@@ -68,6 +68,7 @@ class Ours:
                     float(at) if at is not None else None,
                     float(scheduled) if scheduled is not None else None,
                     int(partition) if partition is not None else None,
+                    str(args[0]),
                 )
             )
         return result

@@ -28,6 +28,7 @@ COLUMNS = (
     ("peak_rss", "peak RSS (MiB)"),
     ("cpu", "CPU (s)"),
     ("duplicates", "dup"),
+    ("resent", "re-sent"),
     ("misses", "miss"),
 )
 RATIO_METRICS = ("last_publish", "lateness_p99", "cpu_per_1000_firings", "peak_rss")
@@ -36,6 +37,7 @@ FAILOVER_COLUMNS = (
     ("resume", "resume (s)"),
     ("misses", "missed"),
     ("duplicates", "dup"),
+    ("resent", "re-sent"),
     ("lateness_p99_after_kill", "p99 after kill (s)"),
     ("lateness_max_after_kill", "max after kill (s)"),
     ("lateness_p99_settled", "p99 settled (s)"),
@@ -51,6 +53,7 @@ FAILOVER_RECORDS = FAILOVER_METRICS | {
     "peak_rss",
     "cpu",
     "duplicates",
+    "resent",
     "misses",
 }
 

@@ -59,3 +59,22 @@ def test_splice_survives_a_neighbour_rewriting_up_to_our_heading(tmp_path: Path)
     assert "new figures" in text
     assert "old" not in text
     assert text.count(TITLE) == 1
+
+
+def test_messages_of_one_run_count_once_and_as_resent() -> None:
+    from bench.compare.contender import Firing
+    from bench.compare.runner import collapse_resent
+
+    firings = [
+        Firing("job-0000001", 1.0, 0.0, 3, "run-a"),
+        Firing("job-0000001", 9.0, 0.0, 3, "run-a"),  # the next owner's sweep
+        Firing("job-0000001", 2.0, 0.0, 3, "run-b"),  # a second run for one instant
+        Firing("job-0000002", 1.0),  # peers: no run id, every message a firing
+        Firing("job-0000002", 1.5),
+    ]
+    kept, resent = collapse_resent(firings)
+    assert resent == 1
+    assert [(f.name, f.run_id) for f in kept] == [
+        ("job-0000001", "run-a"), ("job-0000001", "run-b"),
+        ("job-0000002", None), ("job-0000002", None),
+    ]  # fmt: skip
