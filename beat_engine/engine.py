@@ -38,6 +38,10 @@ from beat_engine.timers import fire_timers
 
 logger = logging.getLogger("beat_engine")
 
+# Most sweep batches (of claim_batch runs) per sweep: a takeover after a spike may find tens
+# of thousands of runs to send, but one tick must not starve lease renewal.
+_SWEEP_BATCHES_PER_TICK = 10
+
 
 def _close_connection() -> None:
     # Looked up when called, on the calling thread: `connection.close` evaluated on another
@@ -127,6 +131,13 @@ class BeatEngine:
         now = self.clock.now()
         if gained or mono >= self._next_refresh_mono:
             self._refresh(now, None if mono >= self._next_refresh_mono else gained)
+        if gained:
+            # A partition just taken over may hold runs its last owner claimed and never
+            # pushed (it died, or its pre-publish fence check failed against our new epoch):
+            # send them now, not publish_sweep_after_s later, which a failover would add to
+            # those firings' lateness. A push of the old owner's that raced ours makes a
+            # second message of the same run, which the worker's compare-and-set drops.
+            self._sweep(now, only=gained, unpublished_after=timedelta(0))
         if changes is not None and changes.jobs:
             self._reload_jobs(changes.jobs)
         busy = self._claim_due()
@@ -439,21 +450,35 @@ class BeatEngine:
                 },
             )
 
-    def _sweep(self, now: datetime) -> None:
+    def _sweep(
+        self,
+        now: datetime,
+        *,
+        only: Iterable[int] | None = None,
+        unpublished_after: timedelta | None = None,
+    ) -> None:
         epochs = self.ownership.usable_epochs(self.clock.monotonic())
-        runs = sweep_lost_publishes(
-            sorted(epochs),
-            now=now,
-            unpublished_after=timedelta(seconds=self.config.publish_sweep_after_s),
-            republish_after=timedelta(seconds=self.config.republish_after_s),
-            limit=self.config.claim_batch,
-        )
-        if runs:
-            published = self._publish(runs)
-            # At once: a republished run left unmarked would match the next sweep again.
-            self._flush_marks()
-            metrics.count(metrics.RUNS_REPUBLISHED, published)
-            logger.info("beat.republish", extra={"node": self.config.node_id, "runs": published})
+        partitions = sorted(epochs if only is None else set(only) & epochs.keys())
+        if unpublished_after is None:
+            unpublished_after = timedelta(seconds=self.config.publish_sweep_after_s)
+        for _ in range(_SWEEP_BATCHES_PER_TICK):
+            runs = sweep_lost_publishes(
+                partitions,
+                now=now,
+                unpublished_after=unpublished_after,
+                republish_after=timedelta(seconds=self.config.republish_after_s),
+                limit=self.config.claim_batch,
+            )
+            if runs:
+                published = self._publish(runs)
+                # At once: a republished run left unmarked would match the next sweep again.
+                self._flush_marks()
+                metrics.count(metrics.RUNS_REPUBLISHED, published)
+                logger.info(
+                    "beat.republish", extra={"node": self.config.node_id, "runs": published}
+                )
+            if len(runs) < self.config.claim_batch:
+                break
 
     def _publish(self, runs: Sequence[QueuedRun], rendered: Rendered | None = None) -> int:
         sendable, epochs = self._sendable(runs)

@@ -133,16 +133,42 @@ def test_queued_run_whose_publish_was_lost_is_published_by_the_sweep(
     redis_client: redis.Redis,
 ) -> None:
     job = job_factory(interval=timedelta(hours=1))
-    # As if a node crashed between its claim commit and its push.
-    run = run_factory(
-        job, scheduled_for=T0, state=RunState.QUEUED, attempt=1, queued_at=T0, due_at=T0
-    )
     clock = FakeClock(T0 + timedelta(seconds=5))
     engine = make_engine(clock, publish_sweep_after_s=30.0)
     engine.tick()
+    # As if this node's push failed after its claim committed (the broker was down).
+    run = run_factory(
+        job, scheduled_for=T0, state=RunState.QUEUED, attempt=1, queued_at=T0, due_at=T0
+    )
+    clock.advance(timedelta(seconds=5))
+    engine.tick()
     assert broker_messages(redis_client) == []
-    clock.advance(timedelta(seconds=26))
+    clock.advance(timedelta(seconds=21))
     engine.tick()
     run.refresh_from_db()
     assert run.published_at == clock.now()
     assert [message_args(m) for m in broker_messages(redis_client)] == [[str(run.id), 1]]
+
+
+def test_node_taking_a_partition_sends_what_its_last_owner_never_pushed(
+    redis_client: redis.Redis,
+) -> None:
+    job = job_factory(interval=timedelta(hours=1))
+    # As if the partition's last owner crashed between its claim commit and its push.
+    lost = [
+        run_factory(job, scheduled_for=T0 + timedelta(seconds=i), state=RunState.QUEUED,
+                    attempt=1, queued_at=T0 + timedelta(seconds=i), due_at=T0)
+        for i in range(5)
+    ]  # fmt: skip
+    clock = FakeClock(T0 + timedelta(seconds=6))
+    # Two sweep batches: the takeover keeps going past one claim batch.
+    engine = make_engine(clock, publish_sweep_after_s=30.0, claim_batch=3)
+    engine.tick()
+    assert sorted(message_args(m)[0] for m in broker_messages(redis_client)) == sorted(
+        str(run.id) for run in lost
+    )
+    assert not JobRun.objects.filter(published_at__isnull=True).exists()
+    # Marked at once: neither the next tick nor the periodic sweep sends them again.
+    clock.advance(timedelta(seconds=31))
+    engine.tick()
+    assert len(broker_messages(redis_client)) == 5
