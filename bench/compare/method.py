@@ -115,11 +115,11 @@ def caveats() -> list[str]:
         "and then fire in bursts; the last full run left RedBeat out of steady for that).",
         "- *CPU* and *CPU per 1,000 firings* include start-up and the idle wait before the "
         "due instant, which dominates cases with few due jobs.",
-        "- *Failover*, ours: a run the killed node had claimed but not yet published is "
-        "re-published by the survivor's sweep 30 s after its claim "
-        "(`SCHEDULER_PUBLISH_SWEEP_AFTER_S`, the default), so such a firing is up to ~30 s "
-        "late and a failover run must last that long after the kill (quick runs first ended "
-        "20 s after it and counted it as missed).",
+        "- *Failover*, ours: a run the killed node had claimed but not yet published is sent "
+        "by the survivor as soon as it takes the partition (earlier engines waited for the "
+        "periodic sweep, 30 s after the claim, and quick runs that ended 20 s after the kill "
+        "counted that firing as missed); one it had pushed but not yet marked is sent again "
+        "then, and counted as *re-sent*.",
         "- *Failover* is one kill per run, at one instant of the lease/lock cycle: resume "
         "time varies by up to the renewal period (ours 3 s; RedBeat's standby polls every "
         "5 s) between repetitions. In quick runs at 200 firings/s RedBeat once published "

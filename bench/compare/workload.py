@@ -90,9 +90,8 @@ QUICK = Profile(
             "steady", registered=500, due=500, deadline_s=0, startup_budget_s=4,
             period_s=5, duration_s=10,
         ),
-        # The kill leaves 36 s: lease expiry (10 s), takeover and catch-up, and the sweep that
-        # re-publishes what the killed node claimed but had not published, 30 s after its claim
-        # (SCHEDULER_PUBLISH_SWEEP_AFTER_S); a shorter run counts that firing as missed.
+        # The kill leaves 36 s: lease expiry (10 s), takeover (which sends what the killed node
+        # claimed but had not published) and catch-up, then a steady stretch after it.
         Case(
             "failover", registered=2_000, due=2_000, deadline_s=0, startup_budget_s=4,
             period_s=10, duration_s=42, kill_after_s=6,
