@@ -43,7 +43,9 @@ def run_all(
     for run in planned_runs(profile, by_name, scenarios):
         contender, case, repetition = by_name[run.scheduler], run.case, run.repetition
         print(f"--> {contender.name}: {case.label} (repetition {repetition + 1})", flush=True)
-        out_dir = SERVICES_DIR / "runs" / contender.name
+        # One folder per run: the logs of a failed run are still there afterwards.
+        slug = "".join(c if c.isalnum() else "-" for c in case.label)
+        out_dir = SERVICES_DIR / "runs" / contender.name / f"{slug}-r{repetition + 1}"
         try:
             result = measure(contender, case, repetition, out_dir, env)
         except Exception as exc:  # noqa: BLE001 - one failed run is reported, not fatal
