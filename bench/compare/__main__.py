@@ -16,7 +16,7 @@ from bench.compare.contender import Contender
 from bench.compare.machine import describe_machine
 from bench.compare.ours import OURS, engine_available
 from bench.compare.peers import PEERS
-from bench.compare.runner import RunResult, measure
+from bench.compare.runner import PEER_EXIT, RunResult, measure
 from bench.compare.services import ROOT, SERVICES_DIR, prepare_databases, services
 from bench.compare.timing import expected_duration_s, planned_runs
 from bench.compare.workload import PROFILES, Profile
@@ -79,19 +79,22 @@ def describe(result: RunResult) -> str:
 
 
 def fatal(result: RunResult) -> bool:
-    """Whether a run fails the benchmark (CI included). Any error fails it (a crash of ours, of
-    a peer or of the harness alike), and so do firings of jobs that were not due (our harness
-    aims every scheduler). Duplicates and misses fail it for ours only: a peer's are findings
-    about that peer (django-celery-beat once published nothing in a 1,000 spike; celery beat
-    and django-celery-beat miss the deadline with many entries; RedBeat has no catch-up after
-    a takeover), printed by ``findings`` and shown in the report, never hidden."""
-    if result.error or result.unexpected:
+    """Whether a run fails the benchmark (CI included). Any error of ours or of the harness
+    fails it, and so do firings of jobs that were not due (our harness aims every scheduler).
+    Duplicates and misses fail it for ours only. A peer's are findings about that peer, and so
+    is a peer's scheduler process exiting on its own (RedBeat's beat loses its 10 s lock
+    during a long tick at 1,000 firings/s and exits with LockNotOwnedError): printed by
+    ``findings`` and shown in the report, never hidden."""
+    ours = result.scheduler.startswith("ours")
+    if result.unexpected:
         return True
-    return result.scheduler.startswith("ours") and bool(result.duplicates or result.misses)
+    if result.error:
+        return ours or not result.error.startswith(PEER_EXIT)
+    return ours and bool(result.duplicates or result.misses)
 
 
 def findings(results: list[RunResult]) -> list[str]:
-    """Peer runs with misses or duplicates, exempted from failing the run by ``fatal``."""
+    """Peer runs with misses, duplicates or an exit of their own, exempted by ``fatal``."""
     return [
         f"FINDING (peer, not failing the run) {r.scheduler} {r.case.label}: {describe(r)}"
         for r in results

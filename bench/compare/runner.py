@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 QUEUE_KEYS = ("celery", "scheduler", "scheduler\x06\x163", "scheduler\x06\x166",
               "scheduler\x06\x169")  # fmt: skip
 SAMPLE_EVERY_S = 0.2
+# The error of a run whose scheduler process ended on its own before the run did.
+PEER_EXIT = "scheduler process exited early"
 # After the last expected message, how long we keep watching for late duplicates.
 SETTLE_S = 3.0
 
@@ -157,7 +159,7 @@ def _wait(
             result.victim, result.kill_at = killed
         alive = [p for i, p in enumerate(procs) if not (result.victim and i == result.victim.index)]
         if any(p.poll() is not None for p in alive):
-            result.error = f"scheduler process exited early (code {procs[0].poll()})"
+            result.error = f"{PEER_EXIT} (code {procs[0].poll()})"
             return
         if now > result.due_at + until:
             return

@@ -159,10 +159,17 @@ def test_peer_misses_are_findings_but_ours_fail(
     assert bool(findings([result])) is (not fails and not result.ok)
 
 
-def test_a_peer_error_still_fails() -> None:
-    from bench.compare.__main__ import fatal
+def test_a_peer_exiting_on_its_own_is_a_finding_other_errors_fail() -> None:
+    from bench.compare.__main__ import fatal, findings
 
-    result = _result("redbeat")
-    result.error = "scheduler process exited early (code 1)"
+    exited = _result("redbeat")
+    exited.error = "scheduler process exited early (code 1)"
+    harness = _result("redbeat")
+    harness.error = "registration overran the due instant by 3.0s"
+    ours = _result("ours-2")
+    ours.error = "scheduler process exited early (code 1)"
 
-    assert fatal(result)
+    assert not fatal(exited)
+    assert findings([exited])
+    assert fatal(harness)
+    assert fatal(ours)
