@@ -5,17 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-import redis
 from django.db import DatabaseError, connection
 
 from beat_engine import metrics
-from beat_engine.claims import PreparedClaim, commit_claim, prepare_claim
+from beat_engine.claims import commit_claim, prepare_claim
 from beat_engine.clock import Clock
 from beat_engine.config import EngineConfig
 from beat_engine.errors import FencedOut
@@ -24,15 +20,10 @@ from beat_engine.heap import DueEntry, DueHeap, interleave_by_tenant
 from beat_engine.horizon import load_horizon, load_jobs
 from beat_engine.leases import Lease, LeaseStore
 from beat_engine.notifications import ChangeFeed
+from beat_engine.outbox import Outbox
 from beat_engine.ownership import Ownership
-from beat_engine.publisher import (
-    Publisher,
-    Pushed,
-    QueuedRun,
-    Rendered,
-    mark_published,
-    sweep_lost_publishes,
-)
+from beat_engine.pipeline import ClaimBatch, Prepared, Preparer
+from beat_engine.publisher import Publisher, QueuedRun, Rendered, sweep_lost_publishes
 from beat_engine.quotas import TenantAllowances
 from beat_engine.timers import fire_timers
 
@@ -41,39 +32,6 @@ logger = logging.getLogger("beat_engine")
 # Most sweep batches (of claim_batch runs) per sweep: a takeover after a spike may find tens
 # of thousands of runs to send, but one tick must not starve lease renewal.
 _SWEEP_BATCHES_PER_TICK = 10
-
-
-def _close_connection() -> None:
-    # Looked up when called, on the calling thread: `connection.close` evaluated on another
-    # thread would be that thread's connection.
-    connection.close()
-
-
-# A claim read and planned, with the messages of its queued runs rendered.
-_Prepared = tuple[PreparedClaim, Rendered]
-
-
-@dataclass
-class _Batch:
-    """Due entries taken off the heap for one claim, planned now or on the preparing thread."""
-
-    entries: list[DueEntry]
-    epochs: dict[int, int]
-    now: datetime
-    prepared: _Prepared | None = None
-    future: Future[_Prepared] | None = None
-
-    def settle(self) -> _Prepared:
-        """The prepared claim, waiting for the preparing thread if it is still at work."""
-        if self.prepared is None:
-            assert self.future is not None
-            self.prepared = self.future.result()
-        return self.prepared
-
-    def wait(self) -> None:
-        """Let the preparing thread finish with this batch, whatever its outcome."""
-        if self.future is not None:
-            futures_wait([self.future])
 
 
 class BeatEngine:
@@ -90,16 +48,16 @@ class BeatEngine:
         self.clock = clock
         self.heap = DueHeap()
         self.feed = feed
-        self._publisher = publisher
+        self._outbox = Outbox(
+            publisher=publisher, clock=clock, node_id=config.node_id,
+            mark_within_s=config.mark_within_s,
+        )  # fmt: skip
         self.ownership = Ownership(config=config, clock=clock, store=store)
         self._loaded_until: dict[int, datetime] = {}
         # Due entries already taken off the heap and put in tenant-fair order, claimed a batch
         # at a time; only non-empty while more than one batch is due.
         self._backlog: list[DueEntry] = []
         self._quotas = TenantAllowances()
-        # Pushed runs awaiting their published mark, and when the oldest was pushed.
-        self._unmarked: list[Pushed] = []
-        self._unmarked_since_mono = 0.0
         now_mono = clock.monotonic()
         self._next_refresh_mono = now_mono
         self._next_full_refresh_mono = now_mono
@@ -107,12 +65,9 @@ class BeatEngine:
         self._next_sweep_mono = now_mono
         self._stop_claims_at = now_mono
         # One thread (and connection) that prepares the next batch while a backlog drains.
-        self._preparer: ThreadPoolExecutor | None = None
-        self._preparer_used = False
+        self._preparer = Preparer()
         # A batch prepared at the end of a tick that ran out of time, claimed first next tick.
-        self._carried: _Batch | None = None
-        # Pushes handed to the preparing thread, and how many runs each carries.
-        self._in_flight: list[tuple[Future[Pushed], int]] = []
+        self._carried: ClaimBatch | None = None
 
     @property
     def leases(self) -> dict[int, Lease]:
@@ -141,14 +96,7 @@ class BeatEngine:
         if changes is not None and changes.jobs:
             self._reload_jobs(changes.jobs)
         busy = self._claim_due()
-        # Marks wait only while a spike's backlog drains: at a steady rate, holding them for
-        # mark_within_s and writing thousands at once stalled the loop (steady p99 0.04 s ->
-        # 0.5 s, benchmarked), so there they are written every tick, as small as they come.
-        if self._unmarked and (
-            not (self._backlog or self._carried)
-            or self.clock.monotonic() - self._unmarked_since_mono >= self.config.mark_within_s
-        ):
-            self._flush_marks()
+        self._outbox.flush_due(draining=bool(self._backlog or self._carried))
         if mono >= self._next_timer_mono:
             self._fire_timers(self.clock.now())
             self._next_timer_mono = mono + self.config.timer_poll_s
@@ -180,7 +128,7 @@ class BeatEngine:
 
     def shutdown(self) -> None:
         try:
-            self._flush_marks()
+            self._outbox.flush()
         except DatabaseError:
             # Harmless: the new owner's sweep republishes the unmarked runs (at-least-once).
             logger.warning("beat.mark_failed", extra={"node": self.config.node_id}, exc_info=True)
@@ -191,9 +139,7 @@ class BeatEngine:
             # Not claimed: the firings stay due in the database for the partitions' next owner.
             self._carried.wait()
             self._carried = None
-        if self._preparer is not None:
-            self._preparer.submit(_close_connection).result()
-            self._preparer.shutdown()
+        self._preparer.shutdown()
 
     # --- selection --------------------------------------------------------------------------
 
@@ -273,7 +219,7 @@ class BeatEngine:
             self.clock.monotonic() + self.config.max_claim_s, self.ownership.next_due_mono
         )
         current = self._resume_carried() or self._take_batch(ahead=False)
-        ahead: _Batch | None = None
+        ahead: ClaimBatch | None = None
         try:
             while current is not None:
                 claimed += len(current.entries)
@@ -298,12 +244,12 @@ class BeatEngine:
             raise
         finally:
             try:
-                self._collect_pushes()
+                self._outbox.collect()
             finally:
-                self._close_preparer_connection(wait=self._carried is None)
+                self._preparer.release_connection(wait=self._carried is None)
         return bool(self._backlog) or self._carried is not None or self._head_due()
 
-    def _resume_carried(self) -> _Batch | None:
+    def _resume_carried(self) -> ClaimBatch | None:
         """The batch prepared at the end of the last tick, if its partitions are still ours
         under the same epochs; otherwise its entries go back to the heap."""
         carried, self._carried = self._carried, None
@@ -324,7 +270,7 @@ class BeatEngine:
             and self.clock.monotonic() < self._stop_claims_at
         )
 
-    def _take_batch(self, *, ahead: bool) -> _Batch | None:
+    def _take_batch(self, *, ahead: bool) -> ClaimBatch | None:
         mono = self.clock.monotonic()
         now = self.clock.now()
         due = self._next_batch(now)
@@ -341,43 +287,20 @@ class BeatEngine:
             return None
         if not ahead:
             try:
-                return _Batch(due, epochs, now, prepared=self._prepare(due, epochs, now))
+                return ClaimBatch(due, epochs, now, prepared=self._prepare(due, epochs, now))
             except BaseException:
                 self._give_back(due)
                 raise
-        if self._preparer is None:
-            self._preparer = ThreadPoolExecutor(1, thread_name_prefix="beat-prepare")
-        self._preparer_used = True
-        return _Batch(due, epochs, now, future=self._preparer.submit(
-            self._prepare_on_thread, due, epochs, now))  # fmt: skip
+        future = self._preparer.submit(self._prepare, due, epochs, now)
+        return ClaimBatch(due, epochs, now, future=future)
 
-    def _prepare(self, due: list[DueEntry], epochs: dict[int, int], now: datetime) -> _Prepared:
+    def _prepare(self, due: list[DueEntry], epochs: dict[int, int], now: datetime) -> Prepared:
         prepared = prepare_claim(
             due, epochs=epochs, now=now, quotas=self._quotas, mono=self.clock.monotonic()
         )
         # Rendered before the claim commits (a run the claim does not insert wastes one
         # render), so that on the preparing thread the rendering overlaps the previous claim.
-        return prepared, self._publisher.render(list(prepared.batch.queued.values()), epochs)
-
-    def _prepare_on_thread(
-        self, due: list[DueEntry], epochs: dict[int, int], now: datetime
-    ) -> _Prepared:
-        try:
-            return self._prepare(due, epochs, now)
-        except Exception:
-            connection.close()  # this thread's: the next look-ahead opens a fresh one
-            raise
-
-    def _close_preparer_connection(self, *, wait: bool) -> None:
-        # Held only while a backlog drains: an idle engine keeps one connection, and a test
-        # database is never left with a second session open. Behind a carried batch the close
-        # is queued, not awaited: the thread reconnects for the next batch (a few ms, off the
-        # engine's thread) rather than the tick waiting here for the preparation.
-        if self._preparer is not None and self._preparer_used:
-            closed = self._preparer.submit(_close_connection)
-            if wait:
-                closed.result()
-            self._preparer_used = False
+        return prepared, self._outbox.render(list(prepared.batch.queued.values()), epochs)
 
     def _next_batch(self, now: datetime) -> list[DueEntry]:
         """The next claim batch: earliest first, or tenant round-robin when more than one
@@ -395,7 +318,7 @@ class BeatEngine:
     def _give_back(self, entries: Iterable[DueEntry]) -> None:
         self.heap.push_many(e for e in entries if e.partition in self.leases)
 
-    def _commit(self, batch: _Batch) -> None:
+    def _commit(self, batch: ClaimBatch) -> None:
         prepared, rendered = batch.settle()
         result = commit_claim(prepared, epochs=batch.epochs, now=batch.now)
         due = batch.entries
@@ -404,10 +327,14 @@ class BeatEngine:
         if result.refused:
             # Changed under the claim (edited, paused): their rows now say when they are due.
             self._push_within_horizon(load_jobs(result.refused))
+        sendable, epochs = self._sendable(result.queued)
         if batch.future is not None:
-            sent = self._publish_on_thread(result.queued, rendered)
+            # Pushed on the preparing thread while the next batch's claim runs; the outbox
+            # waits for it before the tick ends.
+            self._outbox.send_on(self._preparer.executor, sendable, epochs, rendered)
+            sent = len(sendable)
         else:
-            sent = self._publish(result.queued, rendered)
+            sent = self._outbox.send(sendable, epochs, rendered)
         metrics.count(metrics.FIRINGS_CLAIMED, result.claimed)
         metrics.count(metrics.FIRINGS_MISSED, result.missed)
         logger.info(
@@ -472,7 +399,7 @@ class BeatEngine:
             if runs:
                 published = self._publish(runs)
                 # At once: a republished run left unmarked would match the next sweep again.
-                self._flush_marks()
+                self._outbox.flush()
                 metrics.count(metrics.RUNS_REPUBLISHED, published)
                 logger.info(
                     "beat.republish", extra={"node": self.config.node_id, "runs": published}
@@ -482,30 +409,7 @@ class BeatEngine:
 
     def _publish(self, runs: Sequence[QueuedRun], rendered: Rendered | None = None) -> int:
         sendable, epochs = self._sendable(runs)
-        if not sendable:
-            return 0
-        return self._record(lambda: self._push(sendable, epochs, rendered), len(sendable))
-
-    def _publish_on_thread(self, runs: Sequence[QueuedRun], rendered: Rendered) -> int:
-        """Check the fence here, push on the preparing thread: the push of one batch then
-        overlaps the next batch's claim. _collect_pushes waits for it before the tick ends."""
-        sendable, epochs = self._sendable(runs)
-        if sendable:
-            assert self._preparer is not None
-            future = self._preparer.submit(self._push, sendable, epochs, rendered)
-            self._in_flight.append((future, len(sendable)))
-        return len(sendable)
-
-    def _collect_pushes(self) -> None:
-        in_flight, self._in_flight = self._in_flight, []
-        failure: BaseException | None = None
-        for future, count in in_flight:
-            try:
-                self._record(future.result, count)
-            except BaseException as exc:  # noqa: BLE001 - every push is waited for first
-                failure = failure or exc
-        if failure is not None:
-            raise failure
+        return self._outbox.send(sendable, epochs, rendered)
 
     def _sendable(self, runs: Sequence[QueuedRun]) -> tuple[list[QueuedRun], dict[int, int]]:
         if not runs:
@@ -520,36 +424,6 @@ class BeatEngine:
         current = epochs_current(mine)
         self._fenced(FencedOut(frozenset(mine) - current))
         return [r for r in runs if r.partition in current], mine
-
-    def _push(
-        self, runs: list[QueuedRun], epochs: dict[int, int], rendered: Rendered | None
-    ) -> Pushed:
-        return self._publisher.publish(runs, epochs=epochs, now=self.clock.now, rendered=rendered)
-
-    def _record(self, outcome: Callable[[], Pushed], count: int) -> int:
-        try:
-            pushed = outcome()
-        except redis.RedisError:
-            # The runs stay queued and unpublished in the database: the sweep sends them later.
-            logger.warning("beat.publish_failed", extra={"runs": count}, exc_info=True)
-            return 0
-        if pushed.run_ids:
-            if not self._unmarked:
-                self._unmarked_since_mono = self.clock.monotonic()
-            self._unmarked.append(pushed)
-        published = len(pushed.run_ids)
-        metrics.count(metrics.RUNS_PUBLISHED, published)
-        logger.info("beat.publish", extra={"node": self.config.node_id, "runs": published})
-        return published
-
-    def _flush_marks(self) -> None:
-        """Mark every pushed run published. Deferred while a spike drains (a spike's 50,000
-        marks cost about a tenth of its claim+publish time, profiled) but at most
-        ``mark_within_s``; a crash before it only means the sweep publishes those runs again
-        after PUBLISH_SWEEP_AFTER_S, and the worker's compare-and-set drops the duplicates."""
-        if self._unmarked:
-            mark_published(self._unmarked)
-            self._unmarked = []
 
     def _fenced(self, fenced: FencedOut | None) -> None:
         if fenced is None or not fenced.partitions:

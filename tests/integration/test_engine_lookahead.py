@@ -4,6 +4,7 @@ exactly once, a failure on either thread must lose no entry, and no connection m
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -33,9 +34,7 @@ def _due_jobs() -> list[Job]:
 
 def _sessions() -> int:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-        )
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
         (count,) = cursor.fetchone()
     return int(count)
 
@@ -44,12 +43,22 @@ def _sent_runs(client: redis.Redis) -> Counter[str]:
     return Counter(str(message_args(m)[0]) for m in broker_messages(client))
 
 
-def test_backlog_of_batches_is_claimed_and_sent_once_each(redis_client: redis.Redis) -> None:
+def test_backlog_of_batches_is_claimed_and_sent_once_each(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     jobs = _due_jobs()
     clock = FakeClock(T0)
     engine = make_engine(clock, claim_batch=4, max_claims_per_tick=1000, max_claim_s=60.0)
     engine.tick()
     before = _sessions()
+    original = engine_module.prepare_claim
+    threads: list[str] = []
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "prepare_claim", recorded)
     clock.advance(timedelta(seconds=2))
     engine.tick()
 
@@ -58,7 +67,10 @@ def test_backlog_of_batches_is_claimed_and_sent_once_each(redis_client: redis.Re
     assert sorted(r.job_id for r in runs) == sorted(j.id for j in jobs)
     sent = _sent_runs(redis_client)
     assert sent == Counter({str(run.id): 1 for run in runs})
-    assert engine._preparer is not None, "eight batches due and nothing prepared ahead"
+    # Eight batches: the first on the engine's thread, the other seven prepared ahead.
+    assert len(threads) == 8
+    assert threads[0] == threading.current_thread().name
+    assert all(name.startswith("beat-prepare") for name in threads[1:])
     # The preparing thread's session is closed once the backlog has drained.
     assert _sessions() == before
     engine.shutdown()

@@ -1,0 +1,112 @@
+"""Outbox: pushes claimed runs to the broker, now or on the preparing thread, and marks them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future
+from datetime import datetime
+
+import redis
+
+from beat_engine import metrics
+from beat_engine.clock import Clock
+from beat_engine.publisher import Publisher, Pushed, QueuedRun, Rendered, mark_published
+
+logger = logging.getLogger("beat_engine")
+
+
+class Outbox:
+    """Runs already fenced for sending: pushed, recorded, and marked published later.
+
+    The mark is a hint for the sweep: it waits while a spike drains, at most ``mark_within_s``
+    (see flush_due), and a crash before it only means the runs are sent again (at least once).
+    """
+
+    def __init__(
+        self, *, publisher: Publisher, clock: Clock, node_id: str, mark_within_s: float
+    ) -> None:
+        self._publisher = publisher
+        self._clock = clock
+        self._node_id = node_id
+        self._mark_within_s = mark_within_s
+        # Pushed runs awaiting their published mark, and when the oldest was pushed.
+        self._unmarked: list[Pushed] = []
+        self._unmarked_since_mono = 0.0
+        # Pushes handed to another thread, and how many runs each carries.
+        self._in_flight: list[tuple[Future[Pushed], int]] = []
+
+    def render(self, runs: Sequence[QueuedRun], epochs: Mapping[int, int]) -> Rendered:
+        return self._publisher.render(runs, epochs)
+
+    def send(
+        self, runs: list[QueuedRun], epochs: dict[int, int], rendered: Rendered | None = None
+    ) -> int:
+        """Push now; returns how many runs went out (0 if the broker refused them)."""
+        if not runs:
+            return 0
+        return self._record(lambda: self._push(runs, epochs, rendered), len(runs))
+
+    def send_on(
+        self, executor: Executor, runs: list[QueuedRun], epochs: dict[int, int], rendered: Rendered
+    ) -> None:
+        """Push on ``executor``'s thread; collect() waits for it and records the outcome."""
+        if runs:
+            self._in_flight.append((executor.submit(self._push, runs, epochs, rendered), len(runs)))
+
+    def collect(self) -> None:
+        """Wait for every push handed to another thread; re-raise the first unexpected error."""
+        in_flight, self._in_flight = self._in_flight, []
+        failure: BaseException | None = None
+        for future, count in in_flight:
+            try:
+                self._record(future.result, count)
+            except BaseException as exc:  # noqa: BLE001 - every push is waited for first
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def flush_due(self, *, draining: bool) -> None:
+        """Write the marks unless a spike is still draining, and then after mark_within_s.
+
+        At a steady rate, holding marks for mark_within_s and writing thousands at once
+        stalled the loop (steady p99 0.04 s -> 0.5 s, benchmarked): there they are written
+        every tick, as small as they come."""
+        if self._unmarked and (
+            not draining
+            or self._clock.monotonic() - self._unmarked_since_mono >= self._mark_within_s
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """Mark every pushed run published, with the instant it was pushed, in one
+        transaction. Deferred while a spike drains (a spike's 50,000 marks cost about a tenth
+        of its claim+publish time, profiled); a crash before it only means the sweep publishes
+        those runs again, and the worker's compare-and-set drops the duplicates."""
+        if self._unmarked:
+            mark_published(self._unmarked)
+            self._unmarked = []
+
+    def _push(
+        self, runs: list[QueuedRun], epochs: dict[int, int], rendered: Rendered | None
+    ) -> Pushed:
+        return self._publisher.publish(runs, epochs=epochs, now=self._now, rendered=rendered)
+
+    def _now(self) -> datetime:
+        return self._clock.now()
+
+    def _record(self, outcome: Callable[[], Pushed], count: int) -> int:
+        try:
+            pushed = outcome()
+        except redis.RedisError:
+            # The runs stay queued and unpublished in the database: the sweep sends them later.
+            logger.warning("beat.publish_failed", extra={"runs": count}, exc_info=True)
+            return 0
+        if pushed.run_ids:
+            if not self._unmarked:
+                self._unmarked_since_mono = self._clock.monotonic()
+            self._unmarked.append(pushed)
+        published = len(pushed.run_ids)
+        metrics.count(metrics.RUNS_PUBLISHED, published)
+        logger.info("beat.publish", extra={"node": self._node_id, "runs": published})
+        return published
