@@ -30,9 +30,7 @@ def test_sql_dedup_key_equals_python(instant: datetime) -> None:
     with connection.cursor() as cursor:
         # A session time zone far from UTC: the SQL must not depend on it.
         cursor.execute("SET LOCAL TIME ZONE 'Pacific/Chatham'")
-        cursor.execute(
-            f"SELECT {dedup_key_sql('%s::uuid', '%s::timestamptz')}", [job_id, instant]
-        )
+        cursor.execute(f"SELECT {dedup_key_sql('%s::uuid', '%s::timestamptz')}", [job_id, instant])
         (key,) = cursor.fetchone()
     assert key == dedup_key_for(job_id, instant)
     assert len(key) == 64
