@@ -15,6 +15,7 @@ import json
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from bench.compare.bulk import entry_name_sql, insert_copies
 
@@ -95,21 +96,30 @@ def register_redbeat(registered: int, due: int, due_at: datetime) -> None:
             pipe.execute()
 
 
-def register_ours(registered: int, due: int, due_at: datetime) -> None:
+def reset_ours() -> tuple[Any, int, datetime]:
+    """Empty our tables and create the benchmark's tenant: (tenant, partitions, now)."""
     import django
 
     django.setup()
     from django.conf import settings
     from django.db import connection
 
-    from beat_engine.partitions import partition_for
-    from jobs.models import Job, JobKind, TargetKind, Tenant
+    from jobs.models import Tenant
 
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE jobs_jobrun, jobs_job, jobs_partitionepoch, jobs_tenant CASCADE")
     now = datetime.now(UTC)
     tenant = Tenant.objects.create(name="bench", created_at=now)
-    partitions = int(settings.SCHEDULER["PARTITIONS"])
+    return tenant, int(settings.SCHEDULER["PARTITIONS"]), now
+
+
+def register_ours(registered: int, due: int, due_at: datetime) -> None:
+    tenant, partitions, now = reset_ours()
+    from django.db import connection
+
+    from beat_engine.partitions import partition_for
+    from jobs.models import Job, JobKind, TargetKind
+
     template = Job.objects.create(
         tenant=tenant, name="template", kind=JobKind.INTERVAL,
         interval_seconds=int(PERIOD.total_seconds()), anchor_at=due_at, timezone="UTC",

@@ -128,20 +128,12 @@ def register_redbeat(plan: SteadyPlan) -> None:
 
 
 def register_ours(plan: SteadyPlan) -> None:
-    import django
+    from bench.compare.register import reset_ours
 
-    django.setup()
-    from django.conf import settings
-    from django.db import connection
-
+    tenant, partitions, now = reset_ours()
     from beat_engine.partitions import partition_for
-    from jobs.models import Job, JobKind, TargetKind, Tenant
+    from jobs.models import Job, JobKind, TargetKind
 
-    with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE jobs_jobrun, jobs_job, jobs_partitionepoch, jobs_tenant CASCADE")
-    now = datetime.now(UTC)
-    tenant = Tenant.objects.create(name="bench", created_at=now)
-    partitions = int(settings.SCHEDULER["PARTITIONS"])
     batch: list[Job] = []
     for i in range(plan.entries):
         job_id = uuid.uuid4()
