@@ -46,3 +46,20 @@ def run_factory(job: Job, *, scheduled_for: datetime | None = None, **overrides:
     }
     fields.update(overrides)
     return JobRun.objects.create(**fields)
+
+
+def running_run_factory(job: Job, *, scheduled_for: datetime, **overrides: Any) -> JobRun:
+    """A run a worker has started: attempt 1, leased for a minute from T0."""
+    fields: dict[str, Any] = {
+        "state": RunState.RUNNING, "attempt": 1, "started_at": T0,
+        "lease_until": T0 + timedelta(minutes=1), "due_at": None,
+    }  # fmt: skip
+    return run_factory(job, scheduled_for=scheduled_for, **{**fields, **overrides})
+
+
+def dead_run_factory(job: Job, *, scheduled_for: datetime, **overrides: Any) -> JobRun:
+    """A run that used up its three attempts, finished at T0."""
+    fields: dict[str, Any] = {
+        "state": RunState.DEAD, "attempt": 3, "finished_at": T0, "due_at": None,
+    }  # fmt: skip
+    return run_factory(job, scheduled_for=scheduled_for, **{**fields, **overrides})

@@ -9,13 +9,12 @@ from typing import Any
 import pytest
 
 from jobs.models import DeadLetter, Job, JobRun
-from jobs.states import RunState
 from tests.support.api import (
     ApiClient,
     api_client_for,
     job_body,
 )
-from tests.support.factories import T0, run_factory
+from tests.support.factories import T0, dead_run_factory, run_factory
 
 pytestmark = pytest.mark.django_db
 
@@ -39,14 +38,7 @@ def owned() -> dict[str, Any]:
     alice = api_client_for("alice")
     job = Job.objects.get(id=alice.post("/v1/jobs", job_body()).json()["job_id"])
     run = run_factory(job, scheduled_for=T0)
-    dead = run_factory(
-        job,
-        scheduled_for=T0 - timedelta(days=1),
-        state=RunState.DEAD,
-        attempt=3,
-        finished_at=T0,
-        due_at=None,
-    )
+    dead = dead_run_factory(job, scheduled_for=T0 - timedelta(days=1))
     letter = DeadLetter.objects.create(
         run=dead, job=job, tenant=job.tenant, attempts=3, moved_at=T0
     )

@@ -9,7 +9,7 @@ import pytest
 from jobs.models import Job, JobRun
 from jobs.states import RunState
 from tests.support.api import ApiClient, api_client_for, error_fields, job_body
-from tests.support.factories import T0, run_factory
+from tests.support.factories import T0, run_factory, running_run_factory
 
 pytestmark = pytest.mark.django_db
 
@@ -215,15 +215,7 @@ def test_delete_cancels_job_and_stops_runs(alice: ApiClient) -> None:
     job_id = alice.post("/v1/jobs", job_body()).json()["job_id"]
     job = Job.objects.get(id=job_id)
     waiting = run_factory(job, scheduled_for=T0)
-    running = run_factory(
-        job,
-        scheduled_for=T0 - timedelta(days=1),
-        state=RunState.RUNNING,
-        attempt=1,
-        started_at=T0,
-        lease_until=T0 + timedelta(minutes=1),
-        due_at=None,
-    )
+    running = running_run_factory(job, scheduled_for=T0 - timedelta(days=1))
 
     response = alice.delete(f"/v1/jobs/{job_id}")
     again = alice.delete(f"/v1/jobs/{job_id}")

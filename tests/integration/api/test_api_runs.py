@@ -9,7 +9,7 @@ import pytest
 from jobs.models import DeadLetter, Job, JobRun, RunAttempt
 from jobs.states import AttemptOutcome, RunState
 from tests.support.api import ApiClient, error_fields, job_body
-from tests.support.factories import T0, run_factory
+from tests.support.factories import T0, dead_run_factory, run_factory, running_run_factory
 
 pytestmark = pytest.mark.django_db
 
@@ -20,15 +20,7 @@ def job(alice: ApiClient) -> Job:
 
 
 def _dead_run(job: Job) -> JobRun:
-    run = run_factory(
-        job,
-        scheduled_for=T0 - timedelta(hours=1),
-        state=RunState.DEAD,
-        attempt=3,
-        finished_at=T0,
-        due_at=None,
-        last_error="boom",
-    )
+    run = dead_run_factory(job, scheduled_for=T0 - timedelta(hours=1), last_error="boom")
     DeadLetter.objects.create(
         run=run, job=job, tenant=job.tenant, attempts=3, last_error="boom", moved_at=T0
     )
@@ -84,15 +76,7 @@ def test_run_detail_lists_every_attempt(alice: ApiClient, job: Job) -> None:
 
 def test_cancel_waiting_run_is_200_running_run_is_202(alice: ApiClient, job: Job) -> None:
     waiting = run_factory(job, scheduled_for=T0)
-    running = run_factory(
-        job,
-        scheduled_for=T0 - timedelta(days=1),
-        state=RunState.RUNNING,
-        attempt=1,
-        started_at=T0,
-        lease_until=T0 + timedelta(minutes=1),
-        due_at=None,
-    )
+    running = running_run_factory(job, scheduled_for=T0 - timedelta(days=1))
 
     first = alice.post(f"/v1/runs/{waiting.id}/cancel")
     second = alice.post(f"/v1/runs/{running.id}/cancel")
