@@ -1,4 +1,4 @@
-"""Fencing epochs issued and checked by PostgreSQL (Invariant 3)."""
+"""Fencing epochs issued and checked by PostgreSQL (no stale fence, docs/architecture.md)."""
 
 from __future__ import annotations
 

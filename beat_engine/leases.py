@@ -49,8 +49,9 @@ def lease_renewed(lease: Lease, *, sent_at_mono: float, ttl_s: float, renew_s: f
 def lease_usable(lease: Lease, now_mono: float) -> bool:
     """Whether the node may still claim on this lease by its own reckoning.
 
-    This is an optimisation only: safety comes from the epoch check in PostgreSQL
-    (Invariant 3), which holds even when this arithmetic is wrong (a paused process).
+    This is an optimisation only: safety comes from the epoch check in PostgreSQL (no stale
+    fence, docs/architecture.md), which holds even when this arithmetic is wrong (a paused
+    process).
     """
     return now_mono < lease.expires_at_mono
 

@@ -307,7 +307,7 @@ class JobRun(models.Model):
             ),
         ]
         constraints = [
-            # Invariant 2: one logical firing has at most one JobRun.
+            # One run per firing (docs/architecture.md, Invariants): the database decides.
             models.UniqueConstraint(fields=["job", "scheduled_for"], name="run_unique_firing"),
             models.CheckConstraint(condition=Q(state__in=RunState.values), name="run_state_valid"),
             models.CheckConstraint(
@@ -415,8 +415,9 @@ class DeadLetter(models.Model):
 class PartitionEpoch(models.Model):
     """Highest fencing epoch the database has issued for a partition.
 
-    Invariant 3: epochs come from here, not from Redis, so they never go backwards even when
-    Redis loses its keys; every claim checks that the stored epoch is still the claimer's.
+    No stale fence (docs/architecture.md, Invariants): epochs come from here, not from Redis,
+    so they never go backwards even when Redis loses its keys; every claim checks that the
+    stored epoch is still the claimer's.
     """
 
     partition = models.PositiveSmallIntegerField(primary_key=True)

@@ -1,6 +1,6 @@
 """End to end through service faults: Redis loses every key, PostgreSQL drops every
-connection, the worker is SIGKILLed. Invariants I1 (nothing lost), I2 (one run and one
-successful attempt per firing), I5 (nothing early) and I7 (quiescence) of RELIABILITY.md.
+connection, the worker is SIGKILLed. Checks nothing lost, one run per firing with one
+successful attempt, never early and quiescence (docs/architecture.md, Invariants).
 """
 
 from __future__ import annotations

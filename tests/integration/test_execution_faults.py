@@ -69,7 +69,7 @@ def test_worker_killed_mid_run_leads_to_one_success_and_refuses_the_zombie(
         (1, AttemptOutcome.LOST),
         (2, AttemptOutcome.SUCCEEDED),
     ]
-    # Invariant 3: the killed attempt completing late (a zombie) is refused by the database.
+    # No stale fence: the killed attempt completing late (a zombie) is refused by the database.
     assert run_succeed(run_id=run.id, attempt=1, now=_now(), result={"zombie": True}) is False
     after = JobRun.objects.get(id=run.id)
     assert (after.state, after.attempt, after.result) == (RunState.SUCCEEDED, 2, {"attempt": 2})

@@ -32,8 +32,8 @@ def _now() -> datetime:
 
 @pytest.fixture(autouse=True)
 def _allow_local_target(http_target: HttpTarget, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Explicit, as RELIABILITY.md asks: this process validates the job against the same entry
-    # the worker was started with.
+    # Local servers are refused unless allowlisted explicitly; this process validates the job
+    # against the same entry the worker was started with.
     monkeypatch.setitem(settings.SCHEDULER, "HTTP_ALLOWLIST", [f"127.0.0.1:{http_target.port}"])
     http_target.requests.clear()
 
