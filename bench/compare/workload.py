@@ -99,9 +99,10 @@ QUICK = Profile(
     ),
 )  # fmt: skip
 
-# The sizes, in at most ~70 minutes on a 2-core machine (timing.expected_duration_s
-# prints the estimate at start): celery beat and django-celery-beat are cut off at the
-# deadline in the large cases and repeat twice there; every other figure is the median of 3.
+# The full profile's sizes (the scheduler's design scale), in at most ~70 minutes on a
+# 2-core machine (timing.expected_duration_s prints the estimate at start): celery beat and
+# django-celery-beat are cut off at the deadline in the large cases and repeat twice there;
+# every other figure is the median of 3.
 FULL = Profile(
     name="full",
     repetitions=3,
