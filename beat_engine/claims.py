@@ -26,19 +26,22 @@ from jobs.states import RunState
 
 # A plain read: no row locks (FOR UPDATE wrote a lock into every due tuple, a second write of
 # each row per claim). The compare-and-set in CLAIM_SQL refuses rows that changed since.
+# Rows not yet due are read too: their entry was stale (the job moved later, its notification
+# lost, or an entry given back after a failure), and the row says where it belongs now.
 DUE_JOBS_SQL = """
 SELECT id, tenant_id, partition, kind, cron_expression, interval_seconds, anchor_at, run_at,
        timezone, next_fire_at, queue, priority, catchup_policy, catchup_limit,
        starting_deadline, jitter_window, version
   FROM jobs_job
  WHERE id = ANY(%s::uuid[]) AND partition = ANY(%s::int[])
-   AND status = 'active' AND next_fire_at <= %s
+   AND status = 'active' AND next_fire_at IS NOT NULL
 """
 
 # One statement for the whole batch. The UPDATE advances only jobs still as read (same
 # next_fire_at and version, still active: an API edit or pause in between bumps the version
-# and wins); runs are inserted only for the jobs it advanced. Invariant 2: the unique
-# (job, scheduled_for) key makes a second claim of a firing a no-op, whoever races us.
+# and wins); runs are inserted only for the jobs it advanced. One run per firing
+# (docs/architecture.md, Invariants): the unique (job, scheduled_for) key makes a second
+# claim of a firing a no-op, whoever races us.
 # Python sends only what varies per row; the run's tenant and partition come from the job
 # row, its epoch from the fenced epochs, its dedup key and the columns that follow from its
 # state are derived here (each text-array element parsed by the server cost as much as the
@@ -223,7 +226,8 @@ def _add_job(batch: _Batch, row: Sequence[object], now: datetime) -> None:
     assert isinstance(priority, int)
     for scheduled_for in runs:
         run_id = uuid.uuid4()
-        # A jittered firing not yet due waits as a pending timer: never dispatch early (I5).
+        # A jittered firing not yet due waits as a pending timer: never early
+        # (docs/architecture.md, Invariants).
         if scheduled_for + offset <= now:
             batch.runs.append((run_id, job_id, scheduled_for, trigger, RunState.QUEUED,
                                jitter_us))  # fmt: skip
@@ -234,7 +238,9 @@ def _add_job(batch: _Batch, row: Sequence[object], now: datetime) -> None:
             batch.pending.add(run_id)
     last = max([*runs, *missed], default=due)
     if following is not None:
-        batch.next_due[job_id] = DueEntry(following + offset, job_id, partition, _tenant(row))
+        batch.next_due[job_id] = DueEntry(
+            following + offset, job_id, partition, _tenant(row), fire_at=following
+        )
     status = JobStatus.ACTIVE if following else JobStatus.COMPLETED
     batch.partition_of[job_id] = partition
     # None stands for "the due instant" (the usual case): a NULL costs the server no parsing.
@@ -290,12 +296,11 @@ def prepare_claim(
         with server_cursor() as cursor:
             # Binary results: psycopg's C loaders, where Django's text timestamptz loader is
             # Python (two timestamps per row, a sixth of a spike's engine CPU, profiled).
-            cursor.execute(
-                DUE_JOBS_SQL, [uuid_array(ids), int_array(sorted(wanted)), now], binary=True
-            )
+            cursor.execute(DUE_JOBS_SQL, [uuid_array(ids), int_array(sorted(wanted))], binary=True)
             quotas = quotas if quotas is not None else TenantAllowances(refresh_s=0.0)
-            rows = _within_quota(cursor, cursor.fetchall(), entries, result, now, quotas, mono)
-        _plan_rows(batch, rows, result, now)
+            rows = _due_rows(cursor.fetchall(), result, now)
+            rows = _within_quota(cursor, rows, entries, result, now, quotas, mono)
+        _plan_rows(batch, rows, now)
     return PreparedClaim(batch, wanted, result, batch.columns() if batch.advance else {})
 
 
@@ -304,10 +309,11 @@ def commit_claim(
 ) -> ClaimResult:
     """Write a prepared batch in one transaction and say what was claimed.
 
-    Invariant 3: the epoch check comes first and holds the partition rows locked to commit;
-    jobs of partitions whose epoch is no longer ours are not touched, and those partitions are
-    reported in ``fenced_out`` so that the engine drops them and dispatches nothing for them.
-    Jobs changed since the read are left alone and reported in ``refused``.
+    No stale fence (docs/architecture.md, Invariants): the epoch check comes first and holds
+    the partition rows locked to commit; jobs of partitions whose epoch is no longer ours are
+    not touched, and those partitions are reported in ``fenced_out`` so that the engine drops
+    them and dispatches nothing for them. Jobs changed since the read are left alone and
+    reported in ``refused``.
     """
     result = prepared.result
     batch = prepared.batch
@@ -357,22 +363,36 @@ def _within_quota(
     for row in defer:
         assert isinstance(row[0], uuid.UUID)
         assert isinstance(row[2], int)
-        result.next_due.append(DueEntry(now + QUOTA_RETRY, row[0], row[2], _tenant(row)))
+        assert isinstance(row[9], datetime)
+        result.next_due.append(
+            DueEntry(now + QUOTA_RETRY, row[0], row[2], _tenant(row), fire_at=row[9])
+        )
     result.deferred = len(defer)
     return take
 
 
-def _plan_rows(
-    batch: _Batch, jobs: Sequence[Sequence[object]], result: ClaimResult, now: datetime
-) -> None:
-    for row in jobs:
+def _due_rows(
+    rows: list[Sequence[object]], result: ClaimResult, now: datetime
+) -> list[Sequence[object]]:
+    """Rows whose jittered instant has come; the others go back to the heap at the instant
+    their row says (before the tenant limits, which count only what is claimed)."""
+    due_rows: list[Sequence[object]] = []
+    for row in rows:
         due = row[9]
         assert isinstance(due, datetime)
-        partition = row[2]
-        assert isinstance(partition, int)
-        if due + _jitter(row) > now:
-            # Moved earlier by an edit, but its jittered instant is still ahead of us.
-            assert isinstance(row[0], uuid.UUID)
-            result.next_due.append(DueEntry(due + _jitter(row), row[0], partition, _tenant(row)))
+        if due + _jitter(row) <= now:
+            due_rows.append(row)
             continue
+        # The entry was early: the job moved later (an edit whose notification was lost, an
+        # entry given back after a failure), or its jittered instant is still ahead of us.
+        assert isinstance(row[0], uuid.UUID)
+        assert isinstance(row[2], int)
+        result.next_due.append(
+            DueEntry(due + _jitter(row), row[0], row[2], _tenant(row), fire_at=due)
+        )
+    return due_rows
+
+
+def _plan_rows(batch: _Batch, jobs: Sequence[Sequence[object]], now: datetime) -> None:
+    for row in jobs:
         _add_job(batch, row, now)

@@ -184,7 +184,11 @@ class BeatEngine:
         for entry in entries:
             until = self._loaded_until.get(entry.partition)
             # Beyond the horizon the next refresh loads it: memory holds the horizon only.
-            if until is not None and entry.due_at <= until:
+            # Judged on next_fire_at, as the refresh pages: on the jittered instant, a job
+            # firing inside the horizon but dispatched past it was neither kept here nor
+            # loaded by the next refresh (which starts after loaded_until), until the full
+            # reload up to full_refresh_s later.
+            if until is not None and entry.horizon_key <= until:
                 self.heap.push(entry)
 
     def _sleep_for(self) -> float:
@@ -236,11 +240,14 @@ class BeatEngine:
                 self._carried = self._take_batch(ahead=True)
         except BaseException:
             # Entries taken off the heap but not claimed go back: a failed commit leaves their
-            # rows as they were (or, if it did commit, the compare-and-set refuses them).
+            # rows as they were. A batch whose claim committed gives nothing back (its jobs'
+            # next firings are in the heap already), or a stale entry would replace them; if
+            # the commit's outcome is unknown (the connection dropped at COMMIT), its entries
+            # go back and the next claim re-reads the rows and puts them where they belong.
             for batch in (current, ahead):
                 if batch is not None:
                     batch.wait()
-                    self._give_back(batch.entries)
+                    self._give_back(batch.returnable())
             raise
         finally:
             try:
@@ -304,7 +311,7 @@ class BeatEngine:
 
     def _next_batch(self, now: datetime) -> list[DueEntry]:
         """The next claim batch: earliest first, or tenant round-robin when more than one
-        batch is due (DESIGN "Midnight spikes"; docs/engine.md "Fairness")."""
+        batch is due (docs/engine.md "Fairness and tenant limits")."""
         size = self.config.claim_batch
         if not self._backlog:
             due = self.heap.pop_due(now, size)
@@ -321,12 +328,14 @@ class BeatEngine:
     def _commit(self, batch: ClaimBatch) -> None:
         prepared, rendered = batch.settle()
         result = commit_claim(prepared, epochs=batch.epochs, now=batch.now)
+        batch.committed, batch.reloading = True, frozenset(result.refused)
         due = batch.entries
-        self._fenced(result.fenced_out)
         self._push_within_horizon(result.next_due)
+        self._fenced(result.fenced_out)
         if result.refused:
             # Changed under the claim (edited, paused): their rows now say when they are due.
             self._push_within_horizon(load_jobs(result.refused))
+            batch.reloading = frozenset()
         sendable, epochs = self._sendable(result.queued)
         if batch.future is not None:
             # Pushed on the preparing thread while the next batch's claim runs; the outbox
@@ -419,8 +428,9 @@ class BeatEngine:
         # Skipping a held-but-lapsing lease here once left committed runs to the 30 s sweep.
         held = {p: lease.epoch for p, lease in self.leases.items()}
         mine = {p: held[p] for p in {r.partition for r in runs} if p in held}
-        # Invariant 3: a node paused between its claim and this push may have been replaced;
-        # it then publishes nothing and leaves the runs to the new owner's sweep.
+        # No stale fence (docs/architecture.md, Invariants): a node paused between its claim
+        # and this push may have been replaced; it then publishes nothing and leaves the runs
+        # to the new owner's sweep.
         current = epochs_current(mine)
         self._fenced(FencedOut(frozenset(mine) - current))
         return [r for r in runs if r.partition in current], mine

@@ -18,6 +18,15 @@ class DueEntry:
     partition: int = field(compare=False)
     # For fair ordering across tenants when more than one claim batch is due at once.
     tenant: int = field(default=0, compare=False)
+    # The job's next_fire_at, when it differs from due_at (jitter, a deferred retry): the
+    # horizon is paged by next_fire_at, so whether an entry lies in the loaded horizon is
+    # judged on it, never on the jittered instant.
+    fire_at: datetime | None = field(default=None, compare=False)
+
+    @property
+    def horizon_key(self) -> datetime:
+        """Where the entry sits in the horizon's (partition, next_fire_at) order."""
+        return self.due_at if self.fire_at is None else self.fire_at
 
 
 def interleave_by_tenant(entries: Sequence[DueEntry]) -> list[DueEntry]:
@@ -25,7 +34,8 @@ def interleave_by_tenant(entries: Sequence[DueEntry]) -> list[DueEntry]:
 
     ``entries`` come earliest first; each tenant keeps its own order, and within a round the
     earlier entry goes first. So one tenant's 40,000 due firings cannot push
-    another tenant's single one out of the first claim batch (DESIGN "Midnight spikes").
+    another tenant's single one out of the first claim batch (docs/engine.md "Fairness and
+    tenant limits").
     """
     rank: dict[int, int] = {}
     keyed: list[tuple[int, int]] = []

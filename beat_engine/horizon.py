@@ -46,7 +46,7 @@ def _entry(row: Sequence[object]) -> DueEntry:
     assert isinstance(next_fire_at, datetime)
     assert isinstance(tenant, int)
     offset = jitter_offset(job_id, window) if isinstance(window, timedelta) else timedelta(0)
-    return DueEntry(next_fire_at + offset, job_id, partition, tenant)
+    return DueEntry(next_fire_at + offset, job_id, partition, tenant, fire_at=next_fire_at)
 
 
 def load_horizon(

@@ -8,6 +8,7 @@ from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
+from uuid import UUID
 
 from django.db import connection
 
@@ -30,6 +31,11 @@ class ClaimBatch:
     now: datetime
     prepared: Prepared | None = None
     future: Future[Prepared] | None = None
+    # Set once the claim committed: from then on the entries are stale (the claimed jobs have
+    # new next firings, already in the heap) and must never go back to it, except those of
+    # ``reloading``: jobs the claim refused whose rows are not yet reloaded.
+    committed: bool = False
+    reloading: frozenset[UUID] = frozenset()
 
     def settle(self) -> Prepared:
         """The prepared claim, waiting for the preparing thread if it is still at work."""
@@ -37,6 +43,12 @@ class ClaimBatch:
             assert self.future is not None
             self.prepared = self.future.result()
         return self.prepared
+
+    def returnable(self) -> list[DueEntry]:
+        """The entries to put back in the heap if the tick fails with this batch in hand."""
+        if not self.committed:
+            return self.entries
+        return [e for e in self.entries if e.job_id in self.reloading]
 
     def wait(self) -> None:
         """Let the preparing thread finish with this batch, whatever its outcome."""
