@@ -19,7 +19,8 @@ from jobs.states import TIMER_STATES, AttemptOutcome, RunState
 _TIMER_STATES = sorted(state.value for state in TIMER_STATES)
 
 # Each UPDATE is a compare-and-set: the WHERE repeats the source state (and attempt), so a
-# worker or another node that moved the run first makes it a no-op (Invariant 3).
+# worker or another node that moved the run first makes it a no-op (no stale fence,
+# docs/architecture.md, Invariants).
 FIRE_TIMERS_SQL = f"""
 WITH mine(partition, epoch) AS (SELECT * FROM unnest(%s::int[], %s::bigint[])),
 due AS (
@@ -38,7 +39,7 @@ RETURNING r.id, r.attempt, r.partition, j.queue, j.priority
 """
 
 EXPIRED_LEASES_SQL = f"""
-SELECT r.id, r.attempt, r.partition, j.max_attempts
+SELECT r.id, r.attempt, r.partition, j.max_attempts, r.cancel_requested
   FROM jobs_jobrun r JOIN jobs_job j ON j.id = r.job_id
  WHERE r.partition = ANY(%s::int[]) AND r.state = '{RunState.RUNNING.value}'
    AND r.lease_until < %s
@@ -55,8 +56,21 @@ UPDATE jobs_jobrun r
        last_error = 'attempt ' || r.attempt || ': lease expired (worker lost)'
   FROM unnest(%s::uuid[], %s::int[], %s::bigint[]) AS u(id, attempt, epoch), jobs_job j
  WHERE r.id = u.id AND r.state = '{RunState.RUNNING.value}' AND r.attempt = u.attempt
-   AND j.id = r.job_id
+   AND NOT r.cancel_requested AND j.id = r.job_id
 RETURNING r.id, r.attempt, r.partition, j.queue, j.priority
+"""
+
+# Cancel is final (docs/architecture.md, Invariants): a run whose cancel was requested and whose
+# worker died before confirming it ends cancelled; it is never queued as a new attempt.
+CANCEL_LOST_SQL = f"""
+UPDATE jobs_jobrun r
+   SET state = '{RunState.CANCELLED.value}', finished_at = %s, lease_until = NULL,
+       due_at = NULL,
+       last_error = 'cancelled on request; attempt ' || r.attempt
+                    || ': lease expired (worker lost) before it stopped'
+  FROM unnest(%s::uuid[], %s::int[]) AS u(id, attempt)
+ WHERE r.id = u.id AND r.state = '{RunState.RUNNING.value}' AND r.attempt = u.attempt
+   AND r.cancel_requested
 """
 
 KILL_LOST_SQL = f"""
@@ -66,6 +80,7 @@ UPDATE jobs_jobrun r
                     || ': lease expired (worker lost); no attempts left'
   FROM unnest(%s::uuid[], %s::int[]) AS u(id, attempt)
  WHERE r.id = u.id AND r.state = '{RunState.RUNNING.value}' AND r.attempt = u.attempt
+   AND NOT r.cancel_requested
 RETURNING r.id, r.job_id, r.tenant_id, r.attempt, r.last_error
 """
 
@@ -95,6 +110,8 @@ class TimerResult:
     fired: int = 0
     reaped: int = 0
     dead: int = 0
+    # Expired leases of runs whose cancel was requested: ended cancelled, not re-queued.
+    cancelled: int = 0
     fenced_out: FencedOut | None = None
     # (run, job, attempts, error) of runs moved to dead, announced once the move commits.
     dead_runs: list[tuple[uuid.UUID, uuid.UUID, int, str]] = field(default_factory=list)
@@ -140,9 +157,19 @@ def _reap(
     expired = cursor.fetchall()
     if not expired:
         return
-    retry = [(rid, att, epochs[part]) for rid, att, part, most in expired if att < most]
-    spent = [(rid, att) for rid, att, _part, most in expired if att >= most]
+    # The rows are locked (FOR UPDATE above), so the flag read here is the one each UPDATE sees.
+    cancelled = [(rid, att) for rid, att, _part, _most, flagged in expired if flagged]
+    retry = [
+        (rid, att, epochs[part]) for rid, att, part, most, flagged in expired
+        if att < most and not flagged
+    ]  # fmt: skip
+    spent = [
+        (rid, att) for rid, att, _part, most, flagged in expired if att >= most and not flagged
+    ]
     cursor.execute(LOSE_ATTEMPTS_SQL, [now, [r[0] for r in expired], [r[1] for r in expired]])
+    if cancelled:
+        cursor.execute(CANCEL_LOST_SQL, [now, [r[0] for r in cancelled], [r[1] for r in cancelled]])
+        result.cancelled = cursor.rowcount
     if retry:
         cursor.execute(
             REQUEUE_LOST_SQL,

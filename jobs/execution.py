@@ -18,7 +18,7 @@ from jobs.metrics import counter_inc
 from jobs.outcomes import Disposition, ResultKind, TargetResult, disposition_for
 from jobs.services import runs, starts
 from jobs.services.starts import StartedRun
-from jobs.states import AttemptOutcome
+from jobs.states import AttemptOutcome, RunState
 from jobs.target_threads import run_target
 from jobs.targets import RunContext, job_timeout_s, prepare_invocation
 
@@ -30,6 +30,8 @@ _rng = random.SystemRandom()
 class ExecutionOutcome(enum.Enum):
     STALE = "stale"
     SKIPPED = "skipped"
+    # Held back by forbid after earlier attempts: waiting to retry again (jobs/services/overlap.py).
+    DEFERRED = "deferred"
     SUCCEEDED = "succeeded"
     DUPLICATE = "duplicate"
     RETRY_WAIT = "retry_wait"
@@ -122,12 +124,16 @@ def run_execute(
         counter_inc("scheduler_duplicate_deliveries_total")
         return ExecutionOutcome.STALE
     if started.outcome == starts.StartOutcome.SKIPPED:
-        counter_inc("scheduler_runs_skipped_total", labels={"reason": "forbid"})
+        counter_inc("scheduler_runs_skipped_total", labels={"reason": started.policy})
         return ExecutionOutcome.SKIPPED
+    if started.outcome == starts.StartOutcome.DEFERRED:
+        counter_inc("scheduler_runs_deferred_total", labels={"reason": started.policy})
+        return ExecutionOutcome.DEFERRED
     run = started.run
     assert run is not None
     if run.key_done:
-        # Invariant 2: this firing's key already completed, so its effect must not happen again.
+        # No duplicate effect (docs/architecture.md, Invariants): this firing's key already
+        # completed, so its effect must not happen again.
         # The start statement looked the key up, for critical jobs only.
         counter_inc("scheduler_dedup_hits_total", labels={"source": "executor"})
         result = TargetResult(ResultKind.DUPLICATE, error="key already completed")
@@ -156,6 +162,8 @@ _ATTEMPT_OUTCOMES = {
 def _record(run: StartedRun, result: TargetResult, now: datetime) -> ExecutionOutcome:
     disposition = disposition_for(result.kind, attempt=run.attempt, policy=run.retry)
     outcome = _ATTEMPT_OUTCOMES.get(result.kind, AttemptOutcome.FAILED)
+    # True or the state the run ended in when accepted; False or None when refused.
+    accepted: bool | RunState | None
     if disposition == Disposition.SUCCEED:
         accepted = runs.run_succeed(
             run_id=run.id,
@@ -188,7 +196,8 @@ def _record(run: StartedRun, result: TargetResult, now: datetime) -> ExecutionOu
         )
         final = ExecutionOutcome.FAILED
     elif disposition == Disposition.RETRY:
-        due_at = now + retry_delay(run.attempt, run.retry, _rng)
+        # A wait the target asked for (HTTP Retry-After) is a floor under the backoff.
+        due_at = now + retry_delay(run.attempt, run.retry, _rng, not_before=result.retry_after)
         accepted = runs.run_retry(
             run_id=run.id,
             attempt=run.attempt,
@@ -209,8 +218,14 @@ def _record(run: StartedRun, result: TargetResult, now: datetime) -> ExecutionOu
             result=result.result,
         )
         final = ExecutionOutcome.DEAD
+    if accepted == RunState.CANCELLED:
+        # The run's cancel was requested while this attempt ran: a failure ends it cancelled
+        # rather than retried or dead-lettered (cancel is final, docs/architecture.md,
+        # Invariants).
+        final = ExecutionOutcome.CANCELLED
     if not accepted:
-        # Invariant 3: a superseded attempt's late completion changes nothing.
+        # No stale fence (docs/architecture.md, Invariants): a superseded attempt's late
+        # completion changes nothing.
         logger.warning(
             "execution.completion.refused",
             extra={"run_id": str(run.id), "attempt": run.attempt, "outcome": final.value},

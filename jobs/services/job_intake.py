@@ -123,7 +123,8 @@ def job_patch(
     The current definition is read under the row lock, so fields the caller did not send are
     never overwritten with a stale copy read before someone else's update.
     """
-    job = Job.objects.select_for_update().get(id=job_id)
+    # FOR NO KEY UPDATE, as every job lock (one lock order, docs/architecture.md, Invariants).
+    job = Job.objects.select_for_update(no_key=True).get(id=job_id)
     if expected_version is not None and job.version != expected_version:
         raise VersionConflict(expected=expected_version, actual=job.version)
     version = job.version

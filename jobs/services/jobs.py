@@ -28,7 +28,8 @@ from jobs.models import (
 )
 from jobs.notify import notify_job_changed
 from jobs.services.dedup import dedup_key_for
-from jobs.states import IN_FLIGHT_STATES, TIMER_STATES, RunState
+from jobs.services.runs import runs_cancel_of_job
+from jobs.states import IN_FLIGHT_STATES, RunState
 
 
 @dataclass(frozen=True)
@@ -280,7 +281,10 @@ def job_input_from(job: Job) -> JobInput:
 
 
 def _lock(job_id: uuid.UUID, expected_version: int | None) -> Job:
-    job = Job.objects.select_for_update().get(id=job_id)
+    # FOR NO KEY UPDATE, not FOR UPDATE: a worker's outcome inserts rows whose foreign keys take
+    # FOR KEY SHARE on this job row while it holds its run; FOR UPDATE would make it wait for
+    # us while we wait for its run (one lock order, docs/architecture.md, Invariants).
+    job = Job.objects.select_for_update(no_key=True).get(id=job_id)
     if expected_version is not None and job.version != expected_version:
         raise VersionConflict(expected=expected_version, actual=job.version)
     return job
@@ -350,16 +354,17 @@ def job_resume(*, job_id: uuid.UUID, expected_version: int | None = None, now: d
 
 @transaction.atomic
 def job_cancel(*, job_id: uuid.UUID, expected_version: int | None = None, now: datetime) -> Job:
-    """Stop all future firings; waiting runs are cancelled and running ones asked to stop."""
+    """Stop all future firings; waiting runs are cancelled and running ones asked to stop.
+
+    The job row is locked first, then its runs (one lock order, docs/architecture.md,
+    Invariants); a claim racing this sees the new version and inserts nothing.
+    """
     job = _lock(job_id, expected_version)
     if job.status == JobStatus.CANCELLED:
         return job
     job.status = JobStatus.CANCELLED
     job.next_fire_at = None
-    JobRun.objects.filter(job=job, state__in=[*TIMER_STATES, RunState.QUEUED]).update(
-        state=RunState.CANCELLED, finished_at=now, due_at=None, last_error="job cancelled"
-    )
-    JobRun.objects.filter(job=job, state=RunState.RUNNING).update(cancel_requested=True)
+    runs_cancel_of_job(job_id=job.id, now=now)
     _bump(job, now=now)
     return job
 
@@ -367,7 +372,7 @@ def job_cancel(*, job_id: uuid.UUID, expected_version: int | None = None, now: d
 @transaction.atomic
 def job_trigger_now(*, job_id: uuid.UUID, now: datetime) -> JobRun:
     """Queue one run outside the schedule; the engine dispatches it like any due firing."""
-    job = Job.objects.select_for_update().get(id=job_id)
+    job = Job.objects.select_for_update(no_key=True).get(id=job_id)
     if job.status in (JobStatus.CANCELLED,):
         raise InvalidTransition("a cancelled job cannot be triggered")
     run = JobRun.objects.create(

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
+from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
+from jobs.metrics import counter_inc
 from jobs.models import DeadLetter, JobRun, RunAttempt
 from jobs.services.dedup import dedup_ttl
 from jobs.states import AttemptOutcome, RunState, sources_of
+
+logger = logging.getLogger(__name__)
 
 # Errors are kept for people to read, not as logs: long tracebacks are cut.
 ERROR_MAX_CHARS = 4000
@@ -31,8 +37,8 @@ def run_transition(
     """Move a run to ``to`` only if it is in an allowed source state (and at ``attempt``).
 
     Returns False when another process got there first or the attempt is stale: a race that
-    is expected is an outcome, not an exception. Invariant 3: a zombie's late write carries
-    an old attempt number and updates zero rows.
+    is expected is an outcome, not an exception. No stale fence (docs/architecture.md,
+    Invariants): a zombie's late write carries an old attempt number and updates zero rows.
     """
     allowed = sources_of(to)
     states = allowed if from_states is None else allowed & frozenset(from_states)
@@ -42,20 +48,64 @@ def run_transition(
     return query.update(state=to, **fields) == 1
 
 
+# Cancel a run in one statement: a waiting run ends cancelled, a running one is flagged for its
+# supervisor, and every one keeps the flag, which the reaper, the timers, the start and the
+# outcome all honour (cancel is final, docs/architecture.md, Invariants). One statement with
+# CASE, not "try waiting, then try running": between two statements a worker's outcome could
+# move the run from running to retry_wait and both would miss it. PostgreSQL re-evaluates the
+# WHERE on the row's newest version when it waited for a worker's write, so the cancel applies
+# to whatever state the run reached. Rows are locked in id order, so two multi-row cancels, or
+# a cancel and any other writer that locks runs in id order, cannot deadlock.
+_CANCEL_RUNS_SQL = """
+UPDATE jobs_jobrun AS r
+   SET cancel_requested = true,
+       state = CASE WHEN r.state = %(running)s THEN r.state ELSE %(cancelled)s END,
+       finished_at = CASE WHEN r.state = %(running)s THEN r.finished_at ELSE %(now)s END,
+       due_at = CASE WHEN r.state = %(running)s THEN r.due_at ELSE NULL END,
+       last_error = CASE WHEN r.state = %(running)s THEN r.last_error ELSE %(reason)s END
+ WHERE r.id IN (SELECT id FROM jobs_jobrun
+                 WHERE {match} AND state = ANY(%(states)s)
+                 ORDER BY id
+                   FOR NO KEY UPDATE)
+   AND r.state = ANY(%(states)s)
+RETURNING r.state
+"""
+
+# States a cancel acts on: waiting ones end at once, a running one is asked to stop.
+_CANCELLABLE = sorted(
+    state.value
+    for state in (RunState.PENDING, RunState.RETRY_WAIT, RunState.QUEUED, RunState.RUNNING)
+)
+
+
+def _cancel_runs(match: str, value: uuid.UUID, *, now: datetime, reason: str) -> list[str]:
+    sql = _CANCEL_RUNS_SQL.format(match=match)
+    params: dict[str, Any] = {
+        "value": value,
+        "now": now,
+        "reason": reason,
+        "states": _CANCELLABLE,
+        "running": RunState.RUNNING.value,
+        "cancelled": RunState.CANCELLED.value,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]
+
+
 def run_request_cancel(*, run_id: uuid.UUID, now: datetime) -> bool:
-    """Cancel a waiting run outright, or ask a running one to stop at its next heartbeat."""
-    if run_transition(
-        run_id=run_id,
-        to=RunState.CANCELLED,
-        from_states=[RunState.PENDING, RunState.RETRY_WAIT, RunState.QUEUED],
-        finished_at=now,
-        due_at=None,
-        last_error="cancelled on request",
-    ):
-        return True
-    return (
-        JobRun.objects.filter(id=run_id, state=RunState.RUNNING).update(cancel_requested=True) == 1
-    )
+    """Cancel a waiting run outright, or ask a running one to stop (its supervisor sees the flag
+    at its next heartbeat). False when the run had already ended."""
+    return bool(_cancel_runs("id = %(value)s", run_id, now=now, reason="cancelled on request"))
+
+
+def runs_cancel_of_job(*, job_id: uuid.UUID, now: datetime) -> int:
+    """Every unfinished run of a job being cancelled, as ``run_request_cancel`` does for one.
+
+    The caller holds the job row (FOR NO KEY UPDATE): the job row first, then its runs (one
+    lock order, docs/architecture.md, Invariants).
+    """
+    return len(_cancel_runs("job_id = %(value)s", job_id, now=now, reason="job cancelled"))
 
 
 @dataclass(frozen=True)
@@ -93,14 +143,14 @@ _FINISH_SQL = """
 WITH finished AS (
     UPDATE jobs_jobrun SET {assignments}
      WHERE id = %(run_id)s AND attempt = %(attempt)s AND state = %(running)s
-    RETURNING id, attempt, job_id, tenant_id, dedup_key
+    RETURNING id, attempt, job_id, tenant_id, dedup_key, state
 ), closed AS (
     UPDATE jobs_runattempt AS a
        SET outcome = %(outcome)s, error = %(last_error)s, finished_at = %(now)s
       FROM finished AS f
      WHERE a.run_id = f.id AND a.attempt = f.attempt
 ){keyed}
-SELECT job_id, tenant_id FROM finished
+SELECT job_id, tenant_id, state FROM finished
 """
 
 # dedup_record's upsert, fed by the CAS: a key the callable already recorded with its effect
@@ -117,8 +167,78 @@ _RECORD_KEY_CTE = """, keyed AS (
 )
 """
 
+# Cancel is final (docs/architecture.md, Invariants): an attempt of a run whose cancel was
+# requested that ends in failure ends the run cancelled, never in retry_wait (the timer would
+# start another attempt) nor dead (replay is for failures, not for what a user stopped). Decided
+# on the row in the same statement, so a cancel that commits just before the outcome counts.
+_DIVERTED = {
+    "state": "CASE WHEN cancel_requested THEN %(cancelled)s ELSE %(state)s END",
+    "due_at": "CASE WHEN cancel_requested THEN NULL ELSE {due_at} END",
+    "finished_at": "CASE WHEN cancel_requested THEN %(now)s ELSE {finished_at} END",
+    "last_error": (
+        "CASE WHEN cancel_requested THEN %(cancel_note)s || %(last_error)s ELSE %(last_error)s END"
+    ),
+}
+_DIVERTIBLE = frozenset({RunState.RETRY_WAIT, RunState.FAILED, RunState.DEAD})
+
 # Columns an outcome may set besides state, lease and error; names come from here, never input.
 _FINISH_COLUMNS = frozenset({"finished_at", "due_at", "result"})
+
+# A worker writes its attempt's outcome once: losing that write to a deadlock or serialization
+# failure would leave the run running until its lease expired and then run it again (one lock
+# order, docs/architecture.md, Invariants). Each try is a new statement on the rows' newest
+# versions, so a retry can only be refused as stale, never applied twice.
+OUTCOME_WRITE_TRIES = 5
+_RETRYABLE_ERRORS = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _retried(write: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(write)
+    def retrying(*args: P.args, **kwargs: P.kwargs) -> R:
+        for tries_left in range(OUTCOME_WRITE_TRIES - 1, -1, -1):
+            try:
+                return write(*args, **kwargs)
+            except OperationalError as exc:
+                # Inside a caller's transaction the whole transaction is lost: only its owner
+                # can start it again.
+                if (
+                    tries_left == 0
+                    or connection.in_atomic_block
+                    or not isinstance(exc.__cause__, _RETRYABLE_ERRORS)
+                ):
+                    raise
+                logger.warning(
+                    "execution.outcome.retried",
+                    extra={"write": write.__name__, "error": type(exc.__cause__).__name__},
+                )
+                counter_inc("scheduler_outcome_write_retries_total")
+        raise AssertionError("unreachable")
+
+    return retrying
+
+
+@dataclass(frozen=True)
+class _Finished:
+    job_id: uuid.UUID
+    tenant_id: int
+    # The state the run ended in: ``to``, or cancelled when its cancel had been requested.
+    state: RunState
+
+
+def _assignments(values: dict[str, Any], divert: bool) -> str:
+    if not divert:
+        return ", ".join(f"{column} = %({column})s" for column in values)
+    kept = {column: f"%({column})s" for column in values}
+    kept.setdefault("due_at", "due_at")
+    kept.setdefault("finished_at", "finished_at")
+    parts = []
+    for column, value in kept.items():
+        expression = _DIVERTED.get(column, value).format(**kept)
+        parts.append(f"{column} = {expression}")
+    return ", ".join(parts)
 
 
 def _finish(
@@ -131,15 +251,15 @@ def _finish(
     now: datetime,
     record_key: bool = False,
     **fields: Any,
-) -> tuple[uuid.UUID, int] | None:
-    """The run's (job_id, tenant_id) when the outcome was accepted, None when refused."""
+) -> _Finished | None:
+    """How the run ended when the outcome was accepted, None when refused."""
     assert fields.keys() <= _FINISH_COLUMNS, fields.keys()
     if "result" in fields:
         fields["result"] = None if fields["result"] is None else Jsonb(fields["result"])
     values = {"state": to.value, "lease_until": None, "last_error": error[:ERROR_MAX_CHARS]}
     values.update(fields)
     sql = _FINISH_SQL.format(
-        assignments=", ".join(f"{column} = %({column})s" for column in values),
+        assignments=_assignments(values, divert=to in _DIVERTIBLE),
         keyed=_RECORD_KEY_CTE if record_key else "",
     )
     params = {
@@ -147,6 +267,8 @@ def _finish(
         "run_id": run_id,
         "attempt": attempt,
         "running": RunState.RUNNING.value,
+        "cancelled": RunState.CANCELLED.value,
+        "cancel_note": f"cancelled on request; attempt {attempt} ended: ",
         "outcome": outcome,
         "now": now,
         "key_expires_at": now + dedup_ttl(),
@@ -157,21 +279,22 @@ def _finish(
     if row is None:
         _note_refused(run_id=run_id, attempt=attempt, outcome=outcome, error=error, now=now)
         return None
-    return row[0], row[1]
+    return _Finished(job_id=row[0], tenant_id=row[1], state=RunState(row[2]))
 
 
 @transaction.atomic
 def _note_refused(
     *, run_id: uuid.UUID, attempt: int, outcome: str, error: str, now: datetime
 ) -> None:
-    # Invariant 3: a zombie may note on its own row when it ended, never the run's outcome; the
-    # reaper's 'lost' verdict stays.
+    # No stale fence (docs/architecture.md, Invariants): a zombie may note on its own row when
+    # it ended, never the run's outcome; the reaper's 'lost' verdict stays.
     attempts = RunAttempt.objects.filter(run_id=run_id, attempt=attempt)
     note = f"late {outcome} refused: attempt {attempt} is no longer current. {error}"
     attempts.filter(finished_at__isnull=True).update(finished_at=now, error=note[:ERROR_MAX_CHARS])
     attempts.filter(outcome="").update(outcome=AttemptOutcome.LOST)
 
 
+@_retried
 def run_succeed(
     *,
     run_id: uuid.UUID,
@@ -202,6 +325,7 @@ def run_succeed(
     )
 
 
+@_retried
 def run_retry(
     *,
     run_id: uuid.UUID,
@@ -211,10 +335,13 @@ def run_retry(
     now: datetime,
     outcome: str = AttemptOutcome.FAILED,
     result: Any = None,
-) -> bool:
+) -> RunState | None:
     """Park a failed attempt in retry_wait until ``due_at``; the engine queues attempt + 1.
 
-    The wait lives in the database, never in a broker countdown (RELIABILITY.md, consequence 5).
+    The state the run ended in (retry_wait, or cancelled when its cancel had been requested),
+    None when the attempt is stale. The wait lives in the database, never in a broker countdown:
+    a countdown message lost with Redis would lose the retry (Redis is a hint,
+    docs/architecture.md, Invariants).
     """
     accepted = _finish(
         run_id=run_id,
@@ -226,9 +353,10 @@ def run_retry(
         due_at=due_at,
         result=result,
     )
-    return accepted is not None
+    return None if accepted is None else accepted.state
 
 
+@_retried
 def run_fail(
     *,
     run_id: uuid.UUID,
@@ -237,8 +365,9 @@ def run_fail(
     now: datetime,
     outcome: str = AttemptOutcome.FAILED,
     result: Any = None,
-) -> bool:
-    """A permanent failure: retrying cannot fix it, so the run ends as failed."""
+) -> RunState | None:
+    """A permanent failure: retrying cannot fix it, so the run ends as failed (or cancelled when
+    its cancel had been requested); None when the attempt is stale."""
     accepted = _finish(
         run_id=run_id,
         attempt=attempt,
@@ -249,9 +378,10 @@ def run_fail(
         finished_at=now,
         result=result,
     )
-    return accepted is not None
+    return None if accepted is None else accepted.state
 
 
+@_retried
 def run_cancelled(*, run_id: uuid.UUID, attempt: int, error: str, now: datetime) -> bool:
     """The running attempt stopped because the run or its job was cancelled; not retried."""
     accepted = _finish(
@@ -266,6 +396,8 @@ def run_cancelled(*, run_id: uuid.UUID, attempt: int, error: str, now: datetime)
     return accepted is not None
 
 
+# Retried as a whole transaction: the retry wraps the atomic block, never runs inside it.
+@_retried
 @transaction.atomic
 def run_dead_letter(
     *,
@@ -275,9 +407,10 @@ def run_dead_letter(
     now: datetime,
     outcome: str = AttemptOutcome.FAILED,
     result: Any = None,
-) -> bool:
+) -> RunState | None:
     """The last allowed attempt failed: run -> dead, a DeadLetter row, and (after commit) a
-    message on the dead-letter queue for whatever alerts."""
+    message on the dead-letter queue for whatever alerts. The state the run ended in (dead, or
+    cancelled when its cancel had been requested: no dead letter then), None when stale."""
     from jobs.services.dead_letters import dead_letter_announce
 
     accepted = _finish(
@@ -290,9 +423,9 @@ def run_dead_letter(
         finished_at=now,
         result=result,
     )
-    if accepted is None:
-        return False
-    job_id, tenant_id = accepted
+    if accepted is None or accepted.state != RunState.DEAD:
+        return None if accepted is None else accepted.state
+    job_id, tenant_id = accepted.job_id, accepted.tenant_id
     # A replayed run that dies again reuses its row: one DeadLetter per run, latest error.
     DeadLetter.objects.update_or_create(
         run_id=run_id,
@@ -309,4 +442,4 @@ def run_dead_letter(
             run_id=run_id, job_id=job_id, attempts=attempt, error=error, now=now
         )
     )
-    return True
+    return RunState.DEAD
