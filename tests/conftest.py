@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
 import redis as redis_lib
 from django.conf import settings
+
+from tests.support.resolver import ResolverStub
 
 
 def _services_required() -> bool:
@@ -27,3 +30,42 @@ def redis_client() -> Iterator[redis_lib.Redis]:
     client.flushdb()
     yield client
     client.close()
+
+
+def _service_hosts() -> list[str]:
+    # The configured PostgreSQL and Redis hosts belong to the test environment (loopback, or a
+    # CI service name); a Unix-socket path is not a host name and is left out.
+    hosts = [str(settings.DATABASES["default"].get("HOST") or "")]
+    for url in (settings.REDIS_URL, settings.CELERY_BROKER_URL):
+        try:
+            hosts.append(urlsplit(str(url)).hostname or "")
+        except ValueError:
+            continue
+    return [host for host in hosts if host and not host.startswith("/")]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def resolver() -> Iterator[ResolverStub]:
+    """For the whole session, no test resolves an external host name (tests/support/resolver.py)."""
+    stub = ResolverStub(local_names=_service_hosts())
+    uninstall = stub.install()
+    yield stub
+    uninstall()
+
+
+@pytest.fixture(autouse=True)
+def _no_external_lookups(resolver: ResolverStub) -> Iterator[None]:
+    # The refused lookup raised an ordinary resolver error, which the code under test may have
+    # turned into a 400 or swallowed; the test still fails, naming the host.
+    resolver.take_refused()
+    yield
+    refused = resolver.take_refused()
+    if refused:
+        pytest.fail(f"the test tried to resolve external host names: {sorted(set(refused))}")
+
+
+@pytest.fixture
+def fake_dns(resolver: ResolverStub) -> Iterator[ResolverStub]:
+    """Fake name -> address answers for one test: ``fake_dns.register(name, "93.184.216.34")``."""
+    yield resolver
+    resolver.forget_all()
