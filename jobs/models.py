@@ -299,11 +299,11 @@ class JobRun(models.Model):
                 name="run_unpublished_by_partition",
                 condition=Q(state="queued", published_at__isnull=True),
             ),
-            # Concurrency policy: is a run of this job in flight?
+            # Concurrency policy: the job's runs in flight (jobs.states.IN_FLIGHT_STATES).
             models.Index(
                 fields=["job"],
                 name="run_in_flight_by_job",
-                condition=Q(state__in=["queued", "running"]),
+                condition=Q(state__in=["queued", "running", "retry_wait"]),
             ),
         ]
         constraints = [

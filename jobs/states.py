@@ -19,7 +19,8 @@ class RunState(models.TextChoices):
     FAILED = "failed", "Failed"
     # Failed on its last allowed attempt; a DeadLetter row holds it for replay.
     DEAD = "dead", "Dead-lettered"
-    # Not run because of the concurrency policy (forbid while the previous run is running).
+    # Not run because of the concurrency policy (jobs/services/overlap.py); last_error says
+    # which run held it back.
     SKIPPED = "skipped", "Skipped"
     # Its firing was later than the job's starting deadline, so it was not run.
     MISSED = "missed", "Missed"
@@ -31,7 +32,14 @@ ALLOWED_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
         {RunState.QUEUED, RunState.SKIPPED, RunState.MISSED, RunState.CANCELLED}
     ),
     RunState.QUEUED: frozenset(
-        {RunState.RUNNING, RunState.SKIPPED, RunState.CANCELLED, RunState.DEAD}
+        {
+            RunState.RUNNING,
+            RunState.SKIPPED,
+            RunState.CANCELLED,
+            RunState.DEAD,
+            # Deferred by forbid: a retry held back by another run of its job waits again.
+            RunState.RETRY_WAIT,
+        }
     ),
     RunState.RUNNING: frozenset(
         {
@@ -66,8 +74,11 @@ TERMINAL_STATES: frozenset[RunState] = frozenset(
 )
 # States whose due_at is a timer the engine fires.
 TIMER_STATES: frozenset[RunState] = frozenset({RunState.PENDING, RunState.RETRY_WAIT})
-# States in which a run still counts as in flight for the concurrency policy.
-IN_FLIGHT_STATES: frozenset[RunState] = frozenset({RunState.QUEUED, RunState.RUNNING})
+# States in which a run still counts as in flight for the concurrency policy: a run waiting to
+# retry is still the job's current run.
+IN_FLIGHT_STATES: frozenset[RunState] = frozenset(
+    {RunState.QUEUED, RunState.RUNNING, RunState.RETRY_WAIT}
+)
 
 
 def can_transition(current: RunState | str, target: RunState | str) -> bool:

@@ -13,9 +13,10 @@ from typing import Any
 from django.db import connection, transaction
 
 from beat_engine.backoff import RetryPolicy
-from jobs.models import ConcurrencyPolicy, JobRun
-from jobs.services.runs import run_lease, run_transition
-from jobs.states import RunState
+from jobs.models import ConcurrencyPolicy
+from jobs.services import overlap
+from jobs.services.runs import run_lease
+from jobs.states import IN_FLIGHT_STATES, RunState
 from jobs.targets import TargetSpec
 
 
@@ -23,8 +24,10 @@ class StartOutcome(enum.Enum):
     STARTED = "started"
     # Zero rows matched (state, attempt): a duplicate or stale message, dropped by the caller.
     STALE = "stale"
-    # The job forbids overlap and another run of it is running: recorded as skipped.
+    # Held back by the job's concurrency policy and recorded as skipped, with the reason.
     SKIPPED = "skipped"
+    # Held back by forbid after earlier attempts: back in retry_wait, its error kept.
+    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class StartedRun:
     target: TargetSpec
     retry: RetryPolicy
     critical: bool
-    # Invariant 2: a critical job whose firing's key is already recorded must not run again.
+    # No duplicate effect (docs/architecture.md, Invariants): a critical job whose firing's key
+    # is already recorded must not run again.
     key_done: bool
 
 
@@ -49,6 +53,8 @@ class StartedRun:
 class StartResult:
     outcome: StartOutcome
     run: StartedRun | None = None
+    # The concurrency policy that held the run back (SKIPPED, DEFERRED).
+    policy: str = ""
 
 
 # One statement, so one round trip and one commit: the CAS on (id, attempt, state) still decides,
@@ -122,41 +128,125 @@ def _start_statement(params: dict[str, Any], *, policy_applied: bool) -> Started
     return None if row is None else _started_run(row)
 
 
+# The job's other runs in flight, read with its row locked (index run_in_flight_by_job).
+_SIBLINGS_SQL = """
+SELECT id, state, scheduled_for FROM jobs_jobrun
+ WHERE job_id = %s AND state = ANY(%s) AND id <> %s
+"""
+
+# Held back by the policy: skipped (it never started an attempt) or deferred to retry_wait
+# (it has). A deferral gives back the attempt number the engine will hand out again when it
+# queues the run (the timer queues attempt + 1), so no attempt is spent on a start that never
+# happened, and in retry_wait the attempt is, as ever, the last one that started; its error is
+# kept. A skip keeps any earlier error after its reason.
+_HOLD_BACK_SQL = """
+UPDATE jobs_jobrun
+   SET state = %(to)s,
+       attempt = CASE WHEN %(deferred)s THEN attempt - 1 ELSE attempt END,
+       due_at = %(due_at)s, finished_at = %(finished_at)s,
+       last_error = CASE WHEN %(deferred)s THEN last_error
+                         WHEN last_error = '' THEN %(reason)s
+                         ELSE %(reason)s || '; previous error: ' || last_error END
+ WHERE id = %(run_id)s AND attempt = %(attempt)s AND state = %(queued)s
+"""
+
+# What a starting run does to the older runs it replaces: a running one is asked to stop (its
+# supervisor ends it cancelled at its next heartbeat), a waiting one ends cancelled, its last
+# error kept after the reason. Rows are locked in id order, as every multi-run writer does.
+_REPLACE_SQL = """
+UPDATE jobs_jobrun AS r
+   SET cancel_requested = true,
+       state = CASE WHEN r.state = %(running)s THEN r.state ELSE %(cancelled)s END,
+       finished_at = CASE WHEN r.state = %(running)s THEN r.finished_at ELSE %(now)s END,
+       due_at = CASE WHEN r.state = %(running)s THEN r.due_at ELSE NULL END,
+       last_error = CASE WHEN r.state = %(running)s THEN r.last_error
+                         WHEN r.last_error = '' THEN %(reason)s
+                         ELSE %(reason)s || '; previous error: ' || r.last_error END
+ WHERE r.id IN (SELECT id FROM jobs_jobrun WHERE id = ANY(%(ids)s) AND state = ANY(%(states)s)
+                 ORDER BY id FOR UPDATE)
+   AND r.state = ANY(%(states)s)
+"""
+
+_IN_FLIGHT = sorted(state.value for state in IN_FLIGHT_STATES)
+
+
+def _hold_back(params: dict[str, Any], policy: str, decision: overlap.Decision) -> StartResult:
+    assert decision.blocker is not None
+    deferred = decision.verdict == overlap.Verdict.DEFER
+    now = params["now"]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _HOLD_BACK_SQL,
+            {
+                **params,
+                "to": (RunState.RETRY_WAIT if deferred else RunState.SKIPPED).value,
+                "deferred": deferred,
+                # Deferred for one run lease: by then the blocking run has heartbeated on or
+                # been reaped, and the run is queued again to look.
+                "due_at": now + run_lease() if deferred else None,
+                "finished_at": None if deferred else now,
+                "reason": overlap.skip_reason(policy, decision.blocker),
+            },
+        )
+        moved = cursor.rowcount == 1
+    if not moved:
+        return StartResult(StartOutcome.STALE)
+    return StartResult(StartOutcome.DEFERRED if deferred else StartOutcome.SKIPPED, policy=policy)
+
+
+def _replace_older(params: dict[str, Any], replaced: Sequence[overlap.Sibling]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _REPLACE_SQL,
+            {
+                "ids": [sibling.id for sibling in replaced],
+                "states": _IN_FLIGHT,
+                "running": RunState.RUNNING.value,
+                "cancelled": RunState.CANCELLED.value,
+                "now": params["now"],
+                "reason": overlap.replaced_reason(params["run_id"]),
+            },
+        )
+
+
 def _start_with_policy(params: dict[str, Any]) -> StartResult:
-    """The start for jobs that forbid or replace overlap, with their job row locked."""
+    """The start for jobs that forbid or replace overlap, with their job row locked.
+
+    The lock makes the runs of one job start one at a time, each seeing what the previous one
+    committed (every statement in READ COMMITTED reads afresh), so two runs can never both
+    find the way clear. One lock order (docs/architecture.md, Invariants): the job row first,
+    FOR NO KEY UPDATE, then its runs.
+    """
     run_id = params["run_id"]
     with transaction.atomic(), connection.cursor() as cursor:
-        # Lock the job row so two runs of one job starting at once see each other: without it
-        # both could find "nothing running" and overlap under forbid.
         cursor.execute(
             """
-            SELECT j.id, j.concurrency_policy FROM jobs_job AS j
+            SELECT j.id, j.concurrency_policy, r.scheduled_for, r.state, r.attempt
+              FROM jobs_job AS j
               JOIN jobs_jobrun AS r ON r.job_id = j.id
              WHERE r.id = %s FOR NO KEY UPDATE OF j
             """,
             [run_id],
         )
-        job = cursor.fetchone()
-        if job is None:
+        row = cursor.fetchone()
+        if row is None or (row[3], row[4]) != (RunState.QUEUED.value, params["attempt"]):
+            # Not this attempt's to start: a stale delivery holds nothing back, replaces nothing.
             return StartResult(StartOutcome.STALE)
-        others = JobRun.objects.filter(job_id=job[0], state=RunState.RUNNING).exclude(id=run_id)
-        if job[1] == ConcurrencyPolicy.FORBID and others.exists():
-            skipped = run_transition(
-                run_id=run_id,
-                to=RunState.SKIPPED,
-                attempt=params["attempt"],
-                from_states=[RunState.QUEUED],
-                finished_at=params["now"],
-                last_error="skipped: the previous run of this job is still running (forbid)",
-            )
-            return StartResult(StartOutcome.SKIPPED if skipped else StartOutcome.STALE)
+        job_id, policy, scheduled_for = row[0], row[1], row[2]
+        cursor.execute(_SIBLINGS_SQL, [job_id, _IN_FLIGHT, run_id])
+        others = [overlap.Sibling(r[0], RunState(r[1]), r[2]) for r in cursor.fetchall()]
+        decision = overlap.decide(
+            policy, scheduled_for=scheduled_for, attempt=params["attempt"], others=others
+        )
+        if decision.verdict != overlap.Verdict.START:
+            return _hold_back(params, policy, decision)
         started = _start_statement(params, policy_applied=True)
         if started is None:
             return StartResult(StartOutcome.STALE)
-        if job[1] == ConcurrencyPolicy.REPLACE:
-            # After the CAS, so a stale duplicate cancels nothing. The running attempts stop at
-            # their next heartbeat; this run does not wait for them.
-            others.update(cancel_requested=True)
+        if decision.replaces:
+            # After the CAS, so a stale duplicate replaces nothing. A running attempt stops at
+            # its next heartbeat; this run does not wait for it.
+            _replace_older(params, decision.replaces)
         return StartResult(StartOutcome.STARTED, started)
 
 

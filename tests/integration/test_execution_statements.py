@@ -95,8 +95,9 @@ def test_forbid_skips_while_another_run_of_the_job_is_running() -> None:
 
 def test_replace_flags_the_running_run_only_when_the_new_run_starts() -> None:
     job = job_factory(concurrency_policy="replace")
-    first, second = _queued(job), _queued(job, offset_s=60)
+    first = _queued(job)
     run_start(run_id=first.id, attempt=1, worker="w", now=NOW)
+    second = _queued(job, offset_s=60)
     JobRun.objects.filter(id=second.id).update(state=RunState.CANCELLED, finished_at=NOW)
 
     # A stale delivery of a run that cannot start must not stop the one that is running.
