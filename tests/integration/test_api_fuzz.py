@@ -7,7 +7,6 @@ examples per operation, so CI time stays predictable.
 from __future__ import annotations
 
 import itertools
-import socket
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -29,6 +28,7 @@ from jobs.models import Tenant
 from jobs.services.tenants import api_key_create, tenant_create
 from scheduler_project.wsgi import application
 from tests.support.factories import T0, job_factory, run_factory
+from tests.support.resolver import ResolverStub
 
 EXAMPLES_PER_OPERATION = 40
 _cases = itertools.count()
@@ -48,18 +48,6 @@ CHECKS = [
 ]
 
 
-def _public_resolver(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-    # Generated URLs name random hosts; answer with a public address instead of asking DNS, so
-    # the fuzz needs no network and still reaches the SSRF checks for literal IPs.
-    try:
-        return _real_getaddrinfo(host, port, *args, **{**kwargs, "flags": socket.AI_NUMERICHOST})
-    except (socket.gaierror, UnicodeError):
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))]
-
-
-_real_getaddrinfo = socket.getaddrinfo
-
-
 @pytest.fixture
 def keep_test_connection() -> Iterator[None]:
     # A WSGI request ends by closing "old" DB connections, which would close the test's own
@@ -72,10 +60,11 @@ def keep_test_connection() -> Iterator[None]:
 
 
 @pytest.fixture
-def api_key(
-    monkeypatch: pytest.MonkeyPatch, redis_client: object, keep_test_connection: None
-) -> str:
-    monkeypatch.setattr("jobs.http_policy.socket.getaddrinfo", _public_resolver)
+def api_key(redis_client: object, keep_test_connection: None, fake_dns: ResolverStub) -> str:
+    # Generated URLs name random hosts: each resolves to a public address, from the test
+    # resolver instead of DNS, so the fuzz needs no network and literal IPs still meet the
+    # SSRF checks.
+    fake_dns.register_any("93.184.216.34")
     tenant = tenant_create(name="fuzz", now=T0)
     _, key = api_key_create(tenant=tenant, name="fuzz", now=T0)
     return key

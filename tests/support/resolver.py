@@ -68,6 +68,7 @@ class ResolverStub:
         self._local = {name.lower().rstrip(".") for name in local_names if name}
         self._local.add(socket.gethostname().lower())
         self._fake: dict[str, list[str]] = {}
+        self._any: list[str] = []
         self.refused: list[str] = []
 
     # -- what tests call -------------------------------------------------------------------
@@ -78,8 +79,15 @@ class ResolverStub:
             ipaddress.ip_address(address)  # a typo in a test must not become a lookup
         self._fake[host.lower().rstrip(".")] = list(addresses)
 
+    def register_any(self, *addresses: str) -> None:
+        """Answer every name not otherwise known with ``addresses`` (for generated hosts)."""
+        for address in addresses:
+            ipaddress.ip_address(address)
+        self._any = list(addresses)
+
     def forget_all(self) -> None:
         self._fake.clear()
+        self._any = []
 
     def take_refused(self) -> list[str]:
         refused, self.refused = self.refused, []
@@ -101,6 +109,8 @@ class ResolverStub:
             return None
         if key.endswith(".invalid") or key == "invalid":
             raise socket.gaierror(socket.EAI_NONAME, f"{host!r} is under .invalid")
+        if self._any:
+            return self._any
         self.refused.append(host)
         raise ExternalLookupRefused(host)
 
