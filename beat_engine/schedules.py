@@ -42,9 +42,20 @@ class ScheduleKind(StrEnum):
     INTERVAL = "interval"
 
 
+# Names available_timezones() may list that are not time zones of the tz database: "localtime"
+# (a link to the host's own /etc/localtime), "Factory" (tzdata's placeholder for "not
+# configured yet") and "posixrules" (a template for POSIX TZ strings). Each follows whatever the
+# host is set to, so the same job would fire at different instants on different machines.
+PSEUDO_ZONES = frozenset({"localtime", "Factory", "posixrules"})
+
+
 @lru_cache(maxsize=1)
 def _known_zones() -> frozenset[str]:
-    return frozenset(available_timezones())
+    return frozenset(
+        name
+        for name in available_timezones()
+        if name not in PSEUDO_ZONES and not name.startswith(("posix/", "right/"))
+    )
 
 
 @lru_cache(maxsize=512)

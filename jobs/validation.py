@@ -7,13 +7,13 @@ import math
 import re
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 
 from beat_engine.backoff import RetryPolicy
 from beat_engine.schedules import ScheduleError, ScheduleSpec, parse_timezone
 from jobs.errors import InvalidInput, InvalidSchedule, TargetNotFound
+from jobs.http_policy import check_url_allowed, split_url
 from jobs.models import TargetKind
 
 NAME_MAX = 200
@@ -138,7 +138,7 @@ def validate_url_shape(url: str) -> None:
         raise InvalidInput("target.url", "must be a URL of at most 2048 characters")
     if any(ord(ch) <= 32 or ord(ch) == 127 for ch in url):
         raise InvalidInput("target.url", "must not contain spaces or control characters")
-    parts = urlsplit(url)
+    parts, _ = split_url(url)
     if parts.scheme not in {"https", "http"}:
         raise InvalidInput("target.url", "must use https (or http where allowlisted)")
     if not parts.hostname:
@@ -152,6 +152,20 @@ def validate_target(kind: str, name: str, url: str, headers: Any) -> None:
         raise InvalidInput(
             "target.kind", f"must be one of {', '.join(TargetKind.values)}, got {kind!r}"
         )
+    # Checked on the whole definition, so a PATCH that sends only a url to a callable job is
+    # refused instead of storing a field the job's kind never reads (or validates).
+    if kind == TargetKind.HTTP:
+        if name:
+            raise InvalidInput("target.name", "an http target has a url and headers, not a name")
+    else:
+        if url:
+            raise InvalidInput(
+                "target.url", f"a {kind} target has only a name; a url needs kind 'http'"
+            )
+        if headers:
+            raise InvalidInput(
+                "target.headers", f"a {kind} target has only a name; headers need kind 'http'"
+            )
     if kind == TargetKind.CALLABLE:
         from jobs.registry import registry
 
@@ -165,8 +179,6 @@ def validate_target(kind: str, name: str, url: str, headers: Any) -> None:
     else:
         validate_url_shape(url)
         validate_headers(headers)
-        from jobs.http_policy import check_url_allowed
-
         check_url_allowed(url)
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-
 import redis
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 from django.views import defaults
 
+from jobs.api.base import REQUEST_ID_HEADER, request_id_from
+from jobs.api.errors import error_body
 from jobs.metrics import counters
 
 
@@ -35,10 +35,12 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
 
 def _json_error(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:
-    # Paths no view matched (or a crash outside DRF) still answer in the API's error shape.
-    request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex
-    body = {"error": {"code": code, "message": message}, "request_id": request_id[:128]}
-    return JsonResponse(body, status=status)
+    # Paths no view matched (or a crash outside DRF) still answer in the API's error shape,
+    # with the request id chosen by the same rule as every API view (docs/api.md).
+    request_id = request_id_from(request)
+    response = JsonResponse(error_body(code, message, request_id), status=status)
+    response[REQUEST_ID_HEADER] = request_id
+    return response
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -9,7 +9,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
+from django.conf import settings
+from django.core.exceptions import (
+    ObjectDoesNotExist,
+    RequestDataTooBig,
+    SuspiciousOperation,
+    TooManyFieldsSent,
+)
 from django.db import DataError, IntegrityError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -115,6 +121,25 @@ def _api_exception(exc: exceptions.APIException, request_id: str) -> Response:
     )
 
 
+def _suspicious(exc: SuspiciousOperation, request_id: str) -> Response:
+    # Django raises these while reading the request (body over DATA_UPLOAD_MAX_MEMORY_SIZE,
+    # too many query fields, a Host header not in ALLOWED_HOSTS); outside DRF Django itself
+    # would answer 400, so inside it they must not become a 500 either.
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        message = f"the request body is larger than {limit} bytes"
+        return Response(
+            error_body("too_large", message, request_id),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, TooManyFieldsSent):
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        message = f"more than {limit} query parameters"
+        return Response(error_body("invalid", message, request_id), status=400)
+    logger.warning("api.suspicious_request", extra={"request_id": request_id})
+    return Response(error_body("bad_request", "the request is malformed", request_id), status=400)
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF EXCEPTION_HANDLER for the API views; an unexpected error is logged and is a 500."""
     request = context.get("request")
@@ -123,6 +148,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return Response(error_body("not_found", "not found", request_id), status=404)
     if isinstance(exc, SchedulerError):
         return _scheduler_error(exc, request_id)
+    if isinstance(exc, SuspiciousOperation):
+        return _suspicious(exc, request_id)
     if isinstance(exc, exceptions.APIException):
         return _api_exception(exc, request_id)
     if isinstance(exc, IntegrityError):

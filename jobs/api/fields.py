@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.http import QueryDict
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
@@ -24,6 +25,87 @@ class StrictSerializer(serializers.Serializer[Any]):
             unknown = sorted(str(name) for name in data if name not in self.fields)
             if unknown:
                 raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        return super().to_internal_value(data)
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type, for messages such as "must be a string"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string and nothing else.
+
+    DRF's CharField stores ``123`` as ``"123"`` and ``1.5`` as ``"1.5"``; a client sending a
+    number where a name belongs has a bug, and silently storing its string form hides it.
+    """
+
+    default_error_messages = {  # noqa: RUF012 - DRF reads this as a class attribute
+        **serializers.CharField.default_error_messages,
+        "wrong_type": "must be a string, not a {kind}",
+    }
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("wrong_type", kind=json_type(data))
+        return str(super().to_internal_value(data))
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer: not ``"5"``, ``5.0`` or ``true``, which DRF's IntegerField accepts."""
+
+    default_error_messages = {  # noqa: RUF012 - DRF reads this as a class attribute
+        **serializers.IntegerField.default_error_messages,
+        "wrong_type": "must be a whole number, not a {kind}",
+    }
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            kind = json_type(data)
+            self.fail("wrong_type", kind="fraction" if isinstance(data, float) else kind)
+        return int(super().to_internal_value(data))
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """JSON true or false: not ``"yes"``, ``"false"`` or ``1``, which DRF's BooleanField maps."""
+
+    default_error_messages = {  # noqa: RUF012 - DRF reads this as a class attribute
+        **serializers.BooleanField.default_error_messages,
+        "wrong_type": "must be true or false, not a {kind}",
+    }
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("wrong_type", kind=json_type(data))
+        return data
+
+
+class StrictQuery(StrictSerializer):
+    """Query parameters: unknown, empty and repeated ones are refused, each by name.
+
+    DRF treats ``?status=`` on an optional field as "not given", so a client whose variable was
+    empty would silently list everything; and ``?status=a&status=b`` would keep only the last.
+    """
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, QueryDict):
+            errors: dict[str, list[str]] = {}
+            for name in data:
+                values = data.getlist(name)
+                if len(values) > 1:
+                    errors[str(name)] = ["is given more than once"]
+                elif values[0] == "":
+                    errors[str(name)] = ["must not be empty; leave the parameter out instead"]
+            if errors:
+                raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
 
 

@@ -25,6 +25,8 @@ from jobs.errors import InvalidInput
 M = TypeVar("M", bound=Model)
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
+# The cursors this API writes are under 200 characters; a longer one is not ours.
+MAX_CURSOR = 1024
 
 
 def _aware(text: str) -> datetime:
@@ -60,12 +62,27 @@ def _encode(values: Sequence[Any], backwards: bool) -> str:
 
 
 def _decode(cursor: str, keys: Sequence[KeyField]) -> tuple[list[Any], bool]:
+    """The position a cursor of ours holds; anything else is a 400 naming ``cursor``.
+
+    A cursor is client input like any other: it may be long, nested thousands deep (json.loads
+    then raises RecursionError, not ValueError), or hold values of the wrong JSON type, which
+    the parsers would answer with AttributeError or TypeError.
+    """
     try:
+        if len(cursor) > MAX_CURSOR:
+            raise ValueError("cursor too long")
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         data = json.loads(raw)
-        values = [_PARSERS[k.kind](v) for k, v in zip(keys, data["k"], strict=True)]
-        return values, bool(data["b"])
-    except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
+        if not isinstance(data, dict) or not isinstance(data.get("b"), bool):
+            raise ValueError("not a cursor object")
+        texts = data.get("k")
+        if not isinstance(texts, list) or len(texts) != len(keys):
+            raise ValueError("wrong number of keys")
+        if not all(isinstance(text, str) for text in texts):
+            raise ValueError("keys must be strings")
+        values = [_PARSERS[k.kind](text) for k, text in zip(keys, texts, strict=True)]
+        return values, data["b"]
+    except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError):
         raise InvalidInput("cursor", "is not a cursor this API returned") from None
 
 

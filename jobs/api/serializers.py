@@ -11,50 +11,53 @@ from jobs.api.fields import (
     AwareDateTimeField,
     PayloadField,
     SecondsOutField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
     StrictSerializer,
     seconds,
 )
 from jobs.models import CatchUpPolicyChoice, ConcurrencyPolicy, JobStatus, TargetKind
 
 
-def _seconds_field(**kwargs: Any) -> serializers.IntegerField:
-    return serializers.IntegerField(required=False, max_value=MAX_SECONDS, **kwargs)
+def _seconds_field(**kwargs: Any) -> StrictIntegerField:
+    return StrictIntegerField(required=False, max_value=MAX_SECONDS, **kwargs)
 
 
 class TargetIn(StrictSerializer):
     kind = serializers.ChoiceField(choices=TargetKind.values)
-    name = serializers.CharField(required=False, allow_blank=True, max_length=255)
-    url = serializers.CharField(required=False, allow_blank=True, max_length=2048)
+    name = StrictCharField(required=False, allow_blank=True, max_length=255)
+    url = StrictCharField(required=False, allow_blank=True, max_length=2048)
     headers = serializers.DictField(
-        child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False
+        child=StrictCharField(allow_blank=True, trim_whitespace=False), required=False
     )
 
 
 class RetriesIn(StrictSerializer):
-    max_attempts = serializers.IntegerField(required=False)
+    max_attempts = StrictIntegerField(required=False)
     base_delay_sec = _seconds_field()
     max_delay_sec = _seconds_field()
-    jitter = serializers.BooleanField(required=False)
-    retry_on_client_error = serializers.BooleanField(required=False)
+    jitter = StrictBooleanField(required=False)
+    retry_on_client_error = StrictBooleanField(required=False)
 
 
 class CatchUpIn(StrictSerializer):
     policy = serializers.ChoiceField(choices=CatchUpPolicyChoice.values, required=False)
-    limit = serializers.IntegerField(required=False)
+    limit = StrictIntegerField(required=False)
     starting_deadline_sec = _seconds_field(allow_null=True)
 
 
 class JobDefinitionIn(StrictSerializer):
     """Give exactly one of schedule (cron), interval_sec or run_at."""
 
-    name = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=1000)
-    description = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
-    schedule = serializers.CharField(
+    name = StrictCharField(allow_blank=True, trim_whitespace=False, max_length=1000)
+    description = StrictCharField(required=False, allow_blank=True, max_length=10_000)
+    schedule = StrictCharField(
         required=False, allow_null=True, trim_whitespace=False, max_length=1000
     )
     interval_sec = _seconds_field(allow_null=True)
     run_at = AwareDateTimeField(required=False, allow_null=True)
-    timezone = serializers.CharField(required=False, max_length=200)
+    timezone = StrictCharField(required=False, max_length=200)
     target = TargetIn()
     payload = PayloadField(required=False)
     retries = RetriesIn(required=False)
@@ -62,13 +65,13 @@ class JobDefinitionIn(StrictSerializer):
     concurrency_policy = serializers.ChoiceField(choices=ConcurrencyPolicy.values, required=False)
     catchup = CatchUpIn(required=False)
     jitter_sec = _seconds_field()
-    critical = serializers.BooleanField(required=False)
-    priority = serializers.IntegerField(required=False)
-    queue = serializers.CharField(required=False, max_length=200)
+    critical = StrictBooleanField(required=False)
+    priority = StrictIntegerField(required=False)
+    queue = StrictCharField(required=False, max_length=200)
 
 
 class JobCreateIn(JobDefinitionIn):
-    idempotency_key = serializers.CharField(required=False, max_length=255)
+    idempotency_key = StrictCharField(required=False, max_length=255)
 
 
 class JobBulkIn(StrictSerializer):
@@ -82,7 +85,7 @@ class JobPatchIn(JobDefinitionIn):
     status = serializers.ChoiceField(
         choices=[JobStatus.ACTIVE.value, JobStatus.PAUSED.value], required=False
     )
-    version = serializers.IntegerField(required=False, min_value=1)
+    version = StrictIntegerField(required=False, min_value=1)
 
 
 _SIMPLE = ("name", "description", "timezone", "payload", "concurrency_policy", "critical")

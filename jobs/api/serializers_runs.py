@@ -7,7 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from jobs.api.fields import AwareDateTimeField, SecondsOutField, StrictSerializer
+from jobs.api.fields import AwareDateTimeField, SecondsOutField, StrictQuery
 from jobs.api.serializers import JobOut
 from jobs.models import JobStatus
 from jobs.selectors import PREVIEW_MAX
@@ -80,14 +80,14 @@ class ReplayOut(serializers.Serializer[Any]):
     run = RunOut()
 
 
-class JobListQuery(StrictSerializer):
+class JobListQuery(StrictQuery):
     status = serializers.ChoiceField(choices=JobStatus.values, required=False)
     name = serializers.CharField(required=False, max_length=200)
     cursor = serializers.CharField(required=False)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
 
 
-class RunListQuery(StrictSerializer):
+class RunListQuery(StrictQuery):
     state = serializers.ChoiceField(choices=RunState.values, required=False)
     since = AwareDateTimeField(required=False, help_text="scheduled_for >= since")
     until = AwareDateTimeField(required=False, help_text="scheduled_for < until")
@@ -95,14 +95,14 @@ class RunListQuery(StrictSerializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
 
 
-class DeadLetterListQuery(StrictSerializer):
+class DeadLetterListQuery(StrictQuery):
     job_id = serializers.UUIDField(required=False)
     replayed = serializers.BooleanField(required=False, allow_null=True, default=None)
     cursor = serializers.CharField(required=False)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
 
 
-class PreviewQuery(StrictSerializer):
+class PreviewQuery(StrictQuery):
     schedule = serializers.CharField(trim_whitespace=False, max_length=1000)
     timezone = serializers.CharField(required=False, default="UTC", max_length=200)
     count = serializers.IntegerField(required=False, default=5, min_value=1, max_value=PREVIEW_MAX)

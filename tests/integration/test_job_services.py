@@ -24,6 +24,10 @@ from tests.support.factories import T0, job_factory, run_factory, tenant_factory
 pytestmark = pytest.mark.django_db
 
 
+# An HTTP target's definition starts from a callable one: the name must go with the kind.
+HTTP = {"target_kind": "http", "target_name": ""}
+
+
 def _input(**overrides: object) -> JobInput:
     fields: dict[str, object] = {
         "name": "nightly",
@@ -68,16 +72,24 @@ def test_interval_job_is_anchored_to_its_start() -> None:
         ({"cron": None, "run_at": T0 + timedelta(days=9000)}, "run_at"),
         ({"target_kind": "shell"}, "target.kind"),
         ({"target_name": "os.system"}, "target.name"),
-        ({"target_kind": "http", "target_url": "http://169.254.169.254/latest"}, "target.url"),
-        ({"target_kind": "http", "target_url": "https://user:pw@example.com/"}, "target.url"),
+        ({**HTTP, "target_url": "http://169.254.169.254/latest"}, "target.url"),
+        ({**HTTP, "target_url": "https://user:pw@partner.invalid/"}, "target.url"),
         (
             {
-                "target_kind": "http",
-                "target_url": "https://example.com/",
+                **HTTP,
+                "target_url": "https://partner.invalid/",
                 "target_headers": {"X-Evil": "a\r\nHost: b"},
             },
             "target.headers",
         ),
+        ({**HTTP, "target_url": "https://[::127.0.0.1]/"}, "target.url"),
+        ({**HTTP, "target_url": "https://127.0.0.1:99999/"}, "target.url"),
+        ({**HTTP, "target_url": "https://[::1/"}, "target.url"),
+        ({"target_kind": "http", "target_url": "https://93.184.216.34/"}, "target.name"),
+        ({"target_url": "https://93.184.216.34/"}, "target.url"),
+        ({"target_headers": {"X-Token": "t"}}, "target.headers"),
+        ({"timezone": "localtime"}, "timezone"),
+        ({"timezone": "Factory"}, "timezone"),
         ({"payload": {"x": float("nan")}}, "payload"),
         ({"payload": {"blob": "x" * 300_000}}, "payload"),
         ({"max_attempts": 0}, "retries"),
