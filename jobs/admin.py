@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.contrib.auth import get_permission_codename
+from django.db.models import Q, QuerySet
+from django.db.models.fields.related import RelatedField
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -36,10 +38,47 @@ def tenant_of(request: HttpRequest) -> Tenant | None:
     return membership.tenant if membership is not None else None
 
 
+class TenantListFilter(admin.RelatedFieldListFilter):
+    """The tenant filter, offering only the tenants the user may see.
+
+    Django's RelatedFieldListFilter lists every tenant, which would show a tenant's staff the
+    names of all the other customers; RelatedOnlyFieldListFilter would instead scan the listed
+    table (millions of runs) for the tenants present. This asks the tenant table, scoped.
+    """
+
+    def field_choices(
+        self,
+        field: RelatedField[Any, Any],
+        request: HttpRequest,
+        model_admin: admin.ModelAdmin[Any],
+    ) -> list[tuple[str, Any]]:
+        if request.user.is_superuser:
+            return list(super().field_choices(field, request, model_admin))
+        tenant = tenant_of(request)
+        visible = Q(pk=tenant.pk) if tenant is not None else Q(pk__in=[])
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        choices = field.get_choices(
+            include_blank=False, ordering=ordering, limit_choices_to=visible
+        )
+        return [(str(value), label) for value, label in choices]
+
+
+TENANT_FILTER = ("tenant", TenantListFilter)
+
+
 class TenantScopedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Non-superuser staff see and change only their own tenant's objects."""
+    """Non-superuser staff see and change only their own tenant's objects.
+
+    Actions that change state (pause, cancel, trigger, replay) declare
+    ``permissions=["operate"]``: they need the model's change permission, while the change
+    form itself stays read-only, so no field is ever edited around the services.
+    """
 
     tenant_field = "tenant"
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        codename = get_permission_codename("change", self.opts)
+        return bool(request.user.has_perm(f"{self.opts.app_label}.{codename}"))
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset = super().get_queryset(request)
@@ -79,13 +118,13 @@ class TenantAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 @admin.register(ApiKey)
 class ApiKeyAdmin(ReadOnlyAdmin):
     list_display = ("name", "tenant", "prefix", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("tenant",)
+    list_filter = (TENANT_FILTER,)
     search_fields = ("name", "prefix")
     # Adding asks only for these; the key itself is generated, shown once, stored hashed.
     fields = ("tenant", "name")
     actions = ("revoke",)
 
-    @admin.action(description="Revoke selected keys")
+    @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=clock.now())
         self.message_user(request, f"Revoked {count} key(s).")
@@ -94,7 +133,8 @@ class ApiKeyAdmin(ReadOnlyAdmin):
         return bool(request.user.is_superuser)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Needed for the revoke action; an existing key's fields are never editable.
+        # Only superusers revoke keys (the revoke action asks for this permission); an
+        # existing key's fields are never editable.
         return bool(request.user.is_superuser)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
@@ -123,7 +163,22 @@ class TenantMemberAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("user", "tenant")
     list_filter = ("tenant",)
 
+    # Memberships decide which tenant a staff account sees: only superusers may read or grant
+    # them, whatever model permissions a staff account was given (hiding the module from the
+    # index alone would leave its URLs open).
     def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return bool(request.user.is_superuser)
 
 
@@ -165,7 +220,7 @@ class JobAdmin(TenantScopedAdmin):
         "last_fire_at",
         "critical",
     )
-    list_filter = ("status", "kind", "target_kind", "critical", "tenant", "concurrency_policy")
+    list_filter = ("status", "kind", "target_kind", "critical", TENANT_FILTER, "concurrency_policy")
     search_fields = ("name", "target_name", "target_url", "id")
     readonly_fields = (
         "id",
@@ -230,19 +285,19 @@ class JobAdmin(TenantScopedAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    @admin.action(description="Pause selected jobs")
+    @admin.action(description="Pause selected jobs", permissions=["operate"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         _run_action(self, request, queryset, "Paused", job_services.job_pause)
 
-    @admin.action(description="Resume selected jobs")
+    @admin.action(description="Resume selected jobs", permissions=["operate"])
     def resume(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         _run_action(self, request, queryset, "Resumed", job_services.job_resume)
 
-    @admin.action(description="Cancel selected jobs")
+    @admin.action(description="Cancel selected jobs", permissions=["operate"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         _run_action(self, request, queryset, "Cancelled", job_services.job_cancel)
 
-    @admin.action(description="Trigger selected jobs now")
+    @admin.action(description="Trigger selected jobs now", permissions=["operate"])
     def trigger_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         _run_action(self, request, queryset, "Triggered", job_services.job_trigger_now)
 
@@ -279,7 +334,7 @@ class JobRunAdmin(ReadOnlyAdmin):
         "lateness",
         "worker",
     )
-    list_filter = ("state", "trigger", "tenant")
+    list_filter = ("state", "trigger", TENANT_FILTER)
     search_fields = ("job__name", "id", "dedup_key")
     date_hierarchy = "scheduled_for"
     list_select_related = ("job",)
@@ -292,7 +347,7 @@ class DeadLetterAdmin(ReadOnlyAdmin):
     list_display = ("run", "job", "attempts", "moved_at", "replayed_at", "replay_count")
     actions = ("replay",)
 
-    @admin.action(description="Replay selected dead letters (new attempt)")
+    @admin.action(description="Replay selected dead letters (new attempt)", permissions=["operate"])
     def replay(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> None:
         now = clock.now()
         replayed = sum(
@@ -307,14 +362,10 @@ class DeadLetterAdmin(ReadOnlyAdmin):
                 level=messages.WARNING,
             )
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Actions need change permission; the fields themselves stay read-only.
-        return bool(request.user.is_superuser or tenant_of(request) is not None)
-
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [field.name for field in DeadLetter._meta.fields]
 
-    list_filter = ("tenant",)
+    list_filter = (TENANT_FILTER,)
     search_fields = ("job__name", "last_error")
     list_select_related = ("job", "run")
     ordering = ("-moved_at",)
@@ -323,7 +374,7 @@ class DeadLetterAdmin(ReadOnlyAdmin):
 @admin.register(DedupKey)
 class DedupKeyAdmin(ReadOnlyAdmin):
     list_display = ("key", "tenant", "job", "outcome", "created_at", "expires_at")
-    list_filter = ("outcome", "tenant")
+    list_filter = ("outcome", TENANT_FILTER)
     search_fields = ("key",)
 
 
