@@ -35,13 +35,29 @@ class RetryPolicy:
             raise ValueError(f"max_delay must be at most 7 days, got {self.max_delay}")
 
 
-def retry_delay(attempt: int, policy: RetryPolicy, rng: random.Random) -> timedelta:
+def retry_delay(
+    attempt: int,
+    policy: RetryPolicy,
+    rng: random.Random,
+    *,
+    not_before: timedelta | None = None,
+) -> timedelta:
     """How long to wait after failed attempt `attempt` (1-based) before the next one.
 
     The cap doubles from base_delay per attempt up to max_delay. Without jitter the delay is the
     cap; with it the delay is uniform in [floor, cap] ("full jitter", which spreads a herd of
     failures best), where floor = min(base_delay, 1 s) so a retry never fires instantly.
+
+    ``not_before`` is a wait the target itself asked for (an HTTP Retry-After): the delay is
+    never shorter than it, up to max_delay, which bounds every wait the job owner configured.
     """
+    backoff = _backoff(attempt, policy, rng)
+    if not_before is None:
+        return backoff
+    return max(backoff, min(not_before, policy.max_delay))
+
+
+def _backoff(attempt: int, policy: RetryPolicy, rng: random.Random) -> timedelta:
     policy.validate()
     if attempt < 1:
         raise ValueError(f"attempt is 1-based, got {attempt}")

@@ -27,6 +27,10 @@ class HttpResponse:
     status: int
     body: bytes
     truncated: bool
+    # Raw header values, None when absent: what they mean is decided by the caller
+    # (jobs/retry_after.py), and the Date is the reference for a Retry-After HTTP-date.
+    retry_after: str | None = None
+    date: str | None = None
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
@@ -37,8 +41,8 @@ class _PinnedHTTPConnection(http.client.HTTPConnection):
         self.pinned_address = address
 
     def connect(self) -> None:
-        # Invariant (RELIABILITY.md, SSRF): connect to the address that was checked, so a DNS
-        # answer that changes between check and use (rebinding) cannot redirect us.
+        # Connect to the address the SSRF policy checked (jobs/http_policy.py), so a DNS answer
+        # that changes between check and use (rebinding) cannot redirect us.
         self.sock = socket.create_connection((self.pinned_address, self.port), self.timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -120,7 +124,13 @@ class HttpCall:
                 response = conn.getresponse()
                 # Read one byte past the limit to know whether the body was cut.
                 data = response.read(max_bytes + 1)
-                return HttpResponse(response.status, data[:max_bytes], len(data) > max_bytes)
+                return HttpResponse(
+                    response.status,
+                    data[:max_bytes],
+                    len(data) > max_bytes,
+                    retry_after=response.getheader("Retry-After"),
+                    date=response.getheader("Date"),
+                )
             finally:
                 conn.close()
         except TimeoutError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from beat_engine.backoff import RetryPolicy, has_attempts_left
@@ -29,6 +30,9 @@ class TargetResult:
     kind: ResultKind
     result: Any = None
     error: str = ""
+    # The shortest wait before the next attempt that the target asked for (an HTTP
+    # Retry-After, already capped by RETRY_AFTER_MAX_S); the backoff never undercuts it.
+    retry_after: timedelta | None = None
 
 
 class Disposition(enum.Enum):
@@ -56,8 +60,8 @@ def classify_http_status(status: int, *, retry_on_client_error: bool) -> ResultK
 def disposition_for(kind: ResultKind, *, attempt: int, policy: RetryPolicy) -> Disposition:
     """Where the run goes after ``attempt`` ended with ``kind``.
 
-    A timeout counts as a failure of the attempt (issue 4, point 8); a cancelled run is never
-    retried; only retryable failures spend the attempt budget.
+    A timeout counts as a failure of the attempt, so it is retried while attempts are left; a
+    cancelled run is never retried; only retryable failures spend the attempt budget.
     """
     if kind in (ResultKind.SUCCESS, ResultKind.DUPLICATE):
         return Disposition.SUCCEED

@@ -14,10 +14,11 @@ from django.conf import settings
 from django.db import connection
 
 from jobs.errors import InvalidInput, SchedulerError
-from jobs.http_client import HttpAborted, HttpCall, HttpTimeout
+from jobs.http_client import HttpAborted, HttpCall, HttpResponse, HttpTimeout
 from jobs.models import JobRun, TargetKind
 from jobs.outcomes import ResultKind, TargetResult, bounded_result, classify_http_status
 from jobs.registry import registry
+from jobs.retry_after import RETRY_AFTER_STATUSES, http_date, retry_after_delay
 from jobs.services.dedup import dedup_record
 from jobs.states import RunState
 
@@ -162,8 +163,28 @@ def _invoke_http(target: TargetSpec, context: RunContext, call: HttpCall) -> Tar
         "body": response.body.decode(errors="replace"),
         "truncated": response.truncated,
     }
-    error = "" if kind == ResultKind.SUCCESS else f"HTTP {response.status}"
-    return TargetResult(kind, result, error)
+    if kind == ResultKind.SUCCESS:
+        return TargetResult(kind, result)
+    wait = _requested_wait(response, context) if kind == ResultKind.RETRYABLE else None
+    error = f"HTTP {response.status}"
+    if wait is not None:
+        error += f", Retry-After: next attempt in {wait.total_seconds():g}s at the earliest"
+    return TargetResult(kind, result, error, retry_after=wait)
+
+
+def _requested_wait(response: HttpResponse, context: RunContext) -> timedelta | None:
+    """The Retry-After wait of a 429/503, capped by RETRY_AFTER_MAX_S; None if there is none.
+
+    An HTTP-date is measured from the response's own Date (the server's clock against the
+    server's clock); without one, from the attempt's start, which only lengthens the wait.
+    """
+    if response.status not in RETRY_AFTER_STATUSES or response.retry_after is None:
+        return None
+    reference = (http_date(response.date) if response.date else None) or context.now
+    wait = retry_after_delay(response.retry_after, now=reference)
+    if wait is None:
+        return None
+    return min(wait, timedelta(seconds=int(settings.SCHEDULER["RETRY_AFTER_MAX_S"])))
 
 
 def prepare_invocation(

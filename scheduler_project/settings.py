@@ -177,6 +177,10 @@ SCHEDULER: dict[str, Any] = {
     "PAYLOAD_MAX_BYTES": env_int("SCHEDULER_PAYLOAD_MAX_BYTES", 256 * 1024, minimum=1),
     "HTTP_ALLOWLIST": env_list("SCHEDULER_HTTP_ALLOWLIST", []),
     "HTTP_RESPONSE_MAX_BYTES": env_int("SCHEDULER_HTTP_RESPONSE_MAX_BYTES", 64 * 1024, minimum=0),
+    # The longest wait an HTTP target's Retry-After (on 429/503) can impose before the next
+    # attempt; the job's own retry_max_delay caps it too. Past it, a server asking for a day
+    # cannot park a run for a day.
+    "RETRY_AFTER_MAX_S": env_int("SCHEDULER_RETRY_AFTER_MAX_S", 3600, minimum=0),
     "RUN_AT_GRACE_S": env_int("SCHEDULER_RUN_AT_GRACE_S", 300, minimum=0),
     "RUN_AT_MAX_HORIZON_DAYS": env_int("SCHEDULER_RUN_AT_MAX_HORIZON_DAYS", 5 * 366, minimum=1),
     "DEAD_LETTER_QUEUE": env_str("SCHEDULER_DEAD_LETTER_QUEUE", "scheduler.dead_letters"),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +27,8 @@ from tests.support.waiting import test_database_url, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_QUEUE = "scheduler"
+# What the local HTTP target's throttling paths ask for in Retry-After.
+RETRY_AFTER_S = 7
 
 
 @dataclass
@@ -190,7 +194,15 @@ def _handler(target: HttpTarget) -> type[BaseHTTPRequestHandler]:
             target.requests.append(
                 {"path": self.path, "headers": dict(self.headers.items()), "body": body}
             )
-            status = {"/ok": 200, "/unavailable": 503, "/missing": 404, "/moved": 302}
+            status = {
+                "/ok": 200,
+                "/unavailable": 503,
+                "/missing": 404,
+                "/moved": 302,
+                "/throttled": 429,
+                "/unavailable-until": 503,
+                "/throttled-long": 429,
+            }
             if self.path == "/slow":
                 target.entered.set()
                 target.release.wait(60)
@@ -199,6 +211,16 @@ def _handler(target: HttpTarget) -> type[BaseHTTPRequestHandler]:
             self.send_response(code)
             if code == 302:
                 self.send_header("Location", target.url("/ok"))
+            retry_after = {
+                "/throttled": str(RETRY_AFTER_S),
+                "/throttled-long": "86400",
+                # An HTTP-date; send_response already added this response's Date.
+                "/unavailable-until": email.utils.formatdate(
+                    time.time() + RETRY_AFTER_S, usegmt=True
+                ),
+            }.get(self.path)
+            if retry_after is not None:
+                self.send_header("Retry-After", retry_after)
             payload = b"x" * 100_000 if self.path == "/ok" else b"nope"
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

@@ -80,3 +80,31 @@ def test_retry_delay_never_exceeds_cap(
     exponential = (base // micro) * 2 ** min(attempt - 1, 60)  # integers: no timedelta overflow
     cap = timedelta(microseconds=min(policy.max_delay // micro, exponential))
     assert min(base, SECOND) <= delay <= cap
+
+
+@pytest.mark.parametrize(
+    ("attempt", "not_before", "delay"),
+    [
+        (1, 30, 30),  # the server's wait is longer than the backoff: it wins
+        (6, 10, 32),  # the backoff is already longer: the server's wait changes nothing
+        (1, 600, 60),  # longer than max_delay: capped there
+        (1, 0, 1),
+    ],
+)
+def test_a_requested_wait_is_a_floor_capped_by_max_delay(
+    attempt: int, not_before: int, delay: int
+) -> None:
+    got = retry_delay(attempt, STEADY, random.Random(0), not_before=not_before * SECOND)
+    assert got == delay * SECOND
+
+
+@given(
+    seed=st.integers(min_value=0, max_value=2**32),
+    wait=st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=30)),
+)
+@settings(max_examples=200, deadline=None, database=None)
+def test_a_jittered_delay_never_undercuts_a_requested_wait(seed: int, wait: timedelta) -> None:
+    policy = RetryPolicy(max_attempts=5, base_delay=SECOND, max_delay=3600 * SECOND)
+    delay = retry_delay(1, policy, random.Random(seed), not_before=wait)
+    assert delay >= min(wait, policy.max_delay)
+    assert delay <= policy.max_delay
