@@ -125,9 +125,19 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # With late acks each process reserves exactly one message, so a long job holds up no others.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Late-acked tasks still running when the broker connection drops would be redelivered and run
-# twice; cancelling them lets the redelivery be the only copy.
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# A broker connection loss must not kill running attempts. With True, Celery terminates every
+# running late-acked task when its consumer loses the broker (consumer.py,
+# on_connection_error_after_connected), so each attempt would sit `running` until its lease
+# expired and then run again: a Redis blip would turn into a second execution. With False the
+# attempt keeps running and heartbeating, since its lease lives in PostgreSQL, and records its
+# outcome once. Its message is not lost either way: with the Redis transport the unacked copy
+# sits in kombu's unacked index; on reconnect kombu restores it to the queue (or the visibility
+# timeout does), and that redelivery finds the run no longer queued at that attempt, so the
+# start compare-and-set drops it. The ack of the original, on the lost channel, may fail and is
+# only logged. The pending-deprecation warning Celery logs with False refers to its default,
+# which becomes True in Celery 6; the explicit False here keeps working. docs/execution.md
+# "Broker connection loss".
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # Celery's Django fixup closes every database connection before and after each task unless
 # this is set, so each run paid a new PostgreSQL connection (most of its cost). With it the
 # fixup closes them every 1000 tasks; in between, execute_run drops a broken or

@@ -77,6 +77,15 @@ def stubborn(context: RunContext) -> dict[str, Any]:
     return {"finished": True}
 
 
+@register_callable("tests.effect_then_nap")
+def effect_then_nap(context: RunContext) -> dict[str, Any]:
+    """Leaves one row per execution (committed at once), then works for a while: a second
+    execution of the same firing shows as a second row."""
+    _effect(context.idempotency_key, context.attempt, f"pid {os.getpid()}")
+    context.cancelled.wait(float(context.payload.get("seconds", 5)))
+    return {"attempt": context.attempt, "pid": os.getpid()}
+
+
 @register_callable("tests.block_first_attempt")
 def block_first_attempt(context: RunContext) -> dict[str, Any]:
     if context.attempt == 1:
