@@ -19,7 +19,7 @@ from jobs.outcomes import Disposition, ResultKind, TargetResult, disposition_for
 from jobs.services import runs, starts
 from jobs.services.starts import StartedRun
 from jobs.states import AttemptOutcome, RunState
-from jobs.target_threads import run_target
+from jobs.target_threads import abandon_target, run_target
 from jobs.targets import RunContext, job_timeout_s, prepare_invocation
 
 logger = logging.getLogger(__name__)
@@ -77,8 +77,12 @@ def _supervise(run: StartedRun, context: RunContext, clock: Clock) -> TargetResu
     context.cancelled.set()
     abort()
     if not target.done.wait(float(conf["CANCEL_GRACE_S"])):
+        # Counted until it returns: past MAX_ABANDONED_TARGETS the process is retired after
+        # this run (jobs/worker_recycle.py), which is what bounds abandoned threads.
+        held = abandon_target(target)
         logger.warning(
-            "execution.target.abandoned", extra={"run_id": str(run.id), "attempt": run.attempt}
+            "execution.target.abandoned",
+            extra={"run_id": str(run.id), "attempt": run.attempt, "abandoned_targets": held},
         )
         counter_inc("scheduler_abandoned_targets_total")
     # Whatever the target returns after being told to stop, the stop reason is the outcome:

@@ -23,6 +23,10 @@ class PendingResult:
     def __init__(self) -> None:
         self.done = threading.Event()
         self.result: TargetResult | None = None
+        # Both guarded by the owning TargetThreads' lock, so that a target that returns just
+        # as the supervisor gives up on it is counted as abandoned either once or not at all.
+        self.finished = False
+        self.abandoned = False
 
 
 class TargetThreads:
@@ -31,6 +35,8 @@ class TargetThreads:
     A fixed-size pool would make a run wait behind a target abandoned after the cancel grace,
     whose thread keeps running; here an abandoned target holds only its own thread. Threads
     beyond ``max_idle`` idle ones exit, so a worker process keeps one in the steady state.
+    Abandoned targets still running are counted (``abandoned``), so that the process can be
+    retired before they pile up (jobs/worker_recycle.py).
     """
 
     def __init__(self, max_idle: int = 1, name: str = "scheduler-target") -> None:
@@ -38,6 +44,7 @@ class TargetThreads:
         self._name = name
         self._lock = threading.Lock()
         self._idle = 0
+        self._abandoned = 0
         self._work: queue.SimpleQueue[tuple[Callable[[], TargetResult], PendingResult]] = (
             queue.SimpleQueue()
         )
@@ -54,6 +61,20 @@ class TargetThreads:
         if not reuse:
             threading.Thread(target=self._serve, name=self._name, daemon=True).start()
         return pending
+
+    def abandon(self, pending: PendingResult) -> int:
+        """The supervisor gave up on ``pending``; how many abandoned targets still run here."""
+        with self._lock:
+            if not pending.finished and not pending.abandoned:
+                pending.abandoned = True
+                self._abandoned += 1
+            return self._abandoned
+
+    @property
+    def abandoned(self) -> int:
+        """Targets given up on whose threads have not returned yet."""
+        with self._lock:
+            return self._abandoned
 
     def _serve(self) -> None:
         while True:
@@ -75,6 +96,9 @@ class TargetThreads:
             finally:
                 pending.done.set()
             with self._lock:
+                pending.finished = True
+                if pending.abandoned:
+                    self._abandoned -= 1
                 if self._idle >= self._max_idle:
                     break
                 self._idle += 1
@@ -96,3 +120,13 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 def run_target(invoke: Callable[[], TargetResult]) -> PendingResult:
     """Start ``invoke`` on a target thread; wait on the returned ``done`` for its result."""
     return _threads.submit(invoke)
+
+
+def abandon_target(pending: PendingResult) -> int:
+    """Count ``pending`` as abandoned (until it returns); the number now abandoned here."""
+    return _threads.abandon(pending)
+
+
+def abandoned_targets() -> int:
+    """How many abandoned targets are still running in this process."""
+    return _threads.abandoned

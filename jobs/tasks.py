@@ -11,6 +11,7 @@ from django.db import close_old_connections
 from beat_engine.clock import SystemClock
 from jobs.execution import run_execute
 from jobs.metrics import counter_inc
+from jobs.worker_recycle import retire_if_overloaded
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,11 @@ def execute_run(run_id: str, attempt: int) -> str:
     # the database closed while the worker idled is replaced before the start's CAS, not found
     # broken by it.
     close_old_connections()
-    return run_execute(run_id=parsed, attempt=attempt_no, clock=SystemClock()).value
+    outcome = run_execute(run_id=parsed, attempt=attempt_no, clock=SystemClock())
+    # After the outcome is recorded, and before the result goes back for the ack: a process
+    # holding too many abandoned target threads is replaced once this task is done.
+    retire_if_overloaded()
+    return outcome.value
 
 
 @shared_task(name="jobs.dead_letter", ignore_result=True)

@@ -143,6 +143,12 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # fixup closes them every 1000 tasks; in between, execute_run drops a broken or
 # CONN_MAX_AGE-old connection itself and CONN_HEALTH_CHECKS tests it before use.
 CELERY_DB_REUSE_MAX = 1000
+# Gives each prefork pool process the shutdown event a pool restart sets; a process holding
+# SCHEDULER_MAX_ABANDONED_TARGETS abandoned target threads sets its own, so it exits cleanly
+# after its current task and the pool forks a replacement (jobs/worker_recycle.py). It also
+# enables the `pool_restart` remote-control command; only clients of the broker can send it,
+# and they can already send tasks.
+CELERY_WORKER_POOL_RESTARTS = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 # Pickle from a broker is code execution.
@@ -182,6 +188,10 @@ SCHEDULER: dict[str, Any] = {
     "RUN_LEASE_S": env_float("SCHEDULER_RUN_LEASE_S", 30.0, minimum=1.0),
     "HEARTBEAT_S": env_float("SCHEDULER_HEARTBEAT_S", 10.0, minimum=0.1),
     "CANCEL_GRACE_S": env_float("SCHEDULER_CANCEL_GRACE_S", 5.0, minimum=0.0),
+    # A target that ignores cancellation keeps its thread after its attempt ended; a pool
+    # process holding this many such threads is replaced after its current run
+    # (jobs/worker_recycle.py), so none holds more.
+    "MAX_ABANDONED_TARGETS": env_int("SCHEDULER_MAX_ABANDONED_TARGETS", 8, minimum=1),
     "PUBLISH_SWEEP_AFTER_S": env_float("SCHEDULER_PUBLISH_SWEEP_AFTER_S", 30.0, minimum=1.0),
     "DEDUP_TTL_S": env_int("SCHEDULER_DEDUP_TTL_S", 7 * 24 * 3600, minimum=60),
     "PAYLOAD_MAX_BYTES": env_int("SCHEDULER_PAYLOAD_MAX_BYTES", 256 * 1024, minimum=1),

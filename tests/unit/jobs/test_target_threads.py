@@ -95,3 +95,48 @@ def test_an_exception_in_the_target_is_an_outcome_not_a_dead_thread() -> None:
 
     assert (result.kind, result.error) == (ResultKind.RETRYABLE, "ValueError: bad payload")
     assert _wait(threads, _thread_name_result).kind == ResultKind.SUCCESS
+
+
+def test_abandoned_targets_are_counted_until_they_return() -> None:
+    threads = TargetThreads()
+    releases = [threading.Event(), threading.Event()]
+
+    def stuck(release: threading.Event) -> Callable[[], TargetResult]:
+        def invoke() -> TargetResult:
+            release.wait(WAIT_S)
+            return TargetResult(ResultKind.SUCCESS, "late")
+
+        return invoke
+
+    first, second = (threads.submit(stuck(release)) for release in releases)
+    try:
+        assert threads.abandon(first) == 1
+        # Giving up on the same target twice counts it once.
+        assert threads.abandon(first) == 1
+        assert threads.abandon(second) == 2
+        releases[0].set()
+        assert first.done.wait(WAIT_S)
+        _until_abandoned(threads, 1)
+    finally:
+        for release in releases:
+            release.set()
+    assert second.done.wait(WAIT_S)
+    _until_abandoned(threads, 0)
+
+
+def test_a_target_that_already_returned_is_not_counted_as_abandoned() -> None:
+    threads = TargetThreads()
+    pending = threads.submit(_thread_name_result)
+    assert pending.done.wait(WAIT_S)
+    _until_idle(threads, 1)
+    assert threads.abandon(pending) == 0
+    assert threads.abandoned == 0
+
+
+def _until_abandoned(threads: TargetThreads, count: int) -> None:
+    # The count drops just after ``done`` is set, in the same step that idles the thread.
+    for _ in range(1000):
+        if threads.abandoned == count:
+            return
+        threading.Event().wait(0.005)
+    raise AssertionError(f"expected {count} abandoned targets, have {threads.abandoned}")
