@@ -45,9 +45,17 @@ class ExternalLookupRefused(socket.gaierror):
 
 
 def _is_numeric(host: str) -> bool:
+    """An address literal, including the legacy IPv4 spellings the C resolver also reads as
+    numbers ("127.1", "0x7f.1", "2130706433"): those never reach DNS."""
     try:
         ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
+        pass
+    else:
+        return True
+    try:
+        socket.inet_aton(host)
+    except (OSError, ValueError):
         return False
     return True
 
@@ -122,6 +130,11 @@ class ResolverStub:
         name = _name(host)
         if name is None or name == "":
             return self._real_getaddrinfo(host, port, family, type, proto, flags)
+        if _is_numeric(name):
+            # AI_NUMERICHOST: the real resolver parses the literal and never asks DNS.
+            return self._real_getaddrinfo(
+                host, port, family, type, proto, flags | socket.AI_NUMERICHOST
+            )
         addresses = self._route(name)
         if addresses is None:
             return self._real_getaddrinfo(host, port, family, type, proto, flags)

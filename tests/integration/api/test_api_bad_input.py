@@ -93,6 +93,16 @@ def test_ipv6_forms_hiding_a_private_ipv4_address_are_refused(
     assert _counts() == (0, 0)
 
 
+@pytest.mark.parametrize("host", ["127.1", "0x7f.1", "2130706433", "017700000001", "0177.0.0.1"])
+def test_legacy_spellings_of_loopback_are_refused(alice: ApiClient, host: str) -> None:
+    # The C resolver reads these as 127.0.0.1, and so would the connection.
+    response = alice.post("/v1/jobs", job_body(**_http(f"https://{host}/hook")))
+
+    _assert_400(response, "target.url")
+    assert "not a public address" in response.json()["error"]["message"]
+    assert _counts() == (0, 0)
+
+
 @pytest.mark.parametrize("address", ["::ffff:127.0.0.1", "::127.0.0.1", "2002:7f00:1::1"])
 def test_a_name_resolving_to_a_hidden_private_address_is_refused(
     alice: ApiClient, fake_dns: ResolverStub, address: str
