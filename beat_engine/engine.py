@@ -19,6 +19,7 @@ from beat_engine.fencing import epochs_current
 from beat_engine.heap import DueEntry, DueHeap, interleave_by_tenant
 from beat_engine.horizon import load_horizon, load_jobs
 from beat_engine.leases import Lease, LeaseStore
+from beat_engine.notices import DeadLetterNotices
 from beat_engine.notifications import ChangeFeed
 from beat_engine.outbox import Outbox
 from beat_engine.ownership import Ownership
@@ -43,6 +44,7 @@ class BeatEngine:
         store: LeaseStore,
         publisher: Publisher,
         feed: ChangeFeed | None = None,
+        notices: DeadLetterNotices | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -53,6 +55,8 @@ class BeatEngine:
             mark_within_s=config.mark_within_s,
         )  # fmt: skip
         self.ownership = Ownership(config=config, clock=clock, store=store)
+        # Sent on a thread of their own: the tick never waits for the broker that takes them.
+        self._notices = notices if notices is not None else DeadLetterNotices()
         self._loaded_until: dict[int, datetime] = {}
         # Due entries already taken off the heap and put in tenant-fair order, claimed a batch
         # at a time; only non-empty while more than one batch is due.
@@ -140,6 +144,7 @@ class BeatEngine:
             self._carried.wait()
             self._carried = None
         self._preparer.shutdown()
+        self._notices.close()
 
     # --- selection --------------------------------------------------------------------------
 
@@ -369,6 +374,7 @@ class BeatEngine:
         if not epochs:
             return
         result = fire_timers(epochs, now=now, limit=self.config.claim_batch)
+        self._notices.offer(result.dead_runs, now=now)
         self._fenced(result.fenced_out)
         published = self._publish(result.queued)
         metrics.count(metrics.TIMERS_FIRED, result.fired)

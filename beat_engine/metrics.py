@@ -15,6 +15,7 @@ FENCED = "scheduler_fenced_out_total"
 LEASES_ACQUIRED = "scheduler_partition_leases_acquired_total"
 LEASES_LOST = "scheduler_partition_leases_lost_total"
 ENGINE_ERRORS = "scheduler_engine_errors_total"
+DEAD_LETTER_NOTICES_DROPPED = "scheduler_dead_letter_notices_dropped_total"
 
 
 def count(name: str, amount: int = 1) -> None:

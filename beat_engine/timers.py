@@ -13,7 +13,6 @@ from django.db.backends.utils import CursorWrapper
 from beat_engine.errors import FencedOut
 from beat_engine.fencing import fence
 from beat_engine.publisher import QueuedRun
-from jobs.services.dead_letters import dead_letter_announce
 from jobs.states import TIMER_STATES, AttemptOutcome, RunState
 
 _TIMER_STATES = sorted(state.value for state in TIMER_STATES)
@@ -138,10 +137,8 @@ def fire_timers(epochs: Mapping[int, int], *, now: datetime, limit: int) -> Time
             result.queued = [QueuedRun(*row) for row in cursor.fetchall()]
             result.fired = len(result.queued)
             _reap(cursor, result, mine, now=now, limit=limit)
-    # After commit, as the executor does: a notice for a move that rolled back would lie, and a
-    # notice lost to a broker outage leaves the DeadLetter row, the durable record.
-    for run_id, job_id, attempts, error in result.dead_runs:
-        dead_letter_announce(run_id=run_id, job_id=job_id, attempts=attempts, error=error, now=now)
+    # The dead-letter notices of result.dead_runs are the caller's to send, after commit and
+    # off the engine's thread (beat_engine/notices.py): a slow broker must not stall the tick.
     return result
 
 

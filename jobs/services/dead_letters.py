@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -28,12 +29,20 @@ def dead_letter_queue() -> Queue:
 
 
 def dead_letter_announce(
-    *, run_id: uuid.UUID, job_id: uuid.UUID, attempts: int, error: str, now: datetime
+    *,
+    run_id: uuid.UUID,
+    job_id: uuid.UUID,
+    attempts: int,
+    error: str,
+    now: datetime,
+    connection: Any = None,
 ) -> None:
     """Publish a notice to the dead-letter queue; the DeadLetter row is the durable record.
 
     Nothing may consume that queue, so the queue is declared on every publish: the Redis
-    transport silently drops a message routed to an exchange without a binding.
+    transport silently drops a message routed to an exchange without a binding. With
+    ``connection`` (a kombu connection) the notice goes through it, not the app's pool: the
+    beat engine sends notices from a thread of its own, with short socket timeouts.
     """
     from scheduler_project.celery import app
 
@@ -45,6 +54,7 @@ def dead_letter_announce(
             queue=queue,  # type: ignore[arg-type]  # kombu accepts a Queue here
             declare=[queue],
             ignore_result=True,
+            connection=connection,
         )
     except Exception:  # boundary: a broker outage loses the notice, never the DeadLetter row
         logger.exception("execution.dead_letter.announce_failed", extra={"run_id": str(run_id)})

@@ -117,14 +117,17 @@ def test_expired_lease_on_last_attempt_dead_letters_the_run(redis_client: redis.
         job, scheduled_for=T0, state=RunState.RUNNING, attempt=2, started_at=T0,
         lease_until=T0,
     )  # fmt: skip
-    make_engine(FakeClock(T0 + timedelta(seconds=1))).tick()
+    engine = make_engine(FakeClock(T0 + timedelta(seconds=1)))
+    engine.tick()
     run.refresh_from_db()
     assert run.state == RunState.DEAD
     letter = DeadLetter.objects.get(run=run)
     assert letter.attempts == 2
     assert "lease expired" in letter.last_error
     assert broker_messages(redis_client) == []
-    # The same notice the executor sends when it dead-letters a run.
+    # The same notice the executor sends when it dead-letters a run, sent off the tick's
+    # thread (beat_engine/notices.py); shutdown lets the sender finish.
+    engine.shutdown()
     notices = broker_messages(redis_client, settings.SCHEDULER["DEAD_LETTER_QUEUE"])
     assert [message_args(m)[:3] for m in notices] == [[str(run.id), str(job.id), 2]]
 
