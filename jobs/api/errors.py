@@ -106,7 +106,8 @@ def _api_exception(exc: exceptions.APIException, request_id: str) -> Response:
             error_body("invalid", message, request_id, fields), status=status.HTTP_400_BAD_REQUEST
         )
     if isinstance(exc, exceptions.ParseError | exceptions.UnsupportedMediaType):
-        # The issue asks for 400 on any body that is not a JSON object, whatever its type.
+        # Every body of this API is a JSON object: whatever else arrives, under whatever
+        # Content-Type, is one client error with one code, so clients need not tell them apart.
         message = f"the body must be a JSON object ({exc.detail})"
         return Response(error_body("not_json", message, request_id), status=400)
     auth_header = getattr(exc, "auth_header", None)
