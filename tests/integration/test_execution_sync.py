@@ -77,3 +77,19 @@ def test_sync_command_leaves_api_jobs_alone_and_reports_the_conflict(
     assert "created: c" in out.getvalue()
     assert "'a' exists" in err.getvalue()
     assert Job.objects.get(name="a").source == JobSource.API
+
+
+@pytest.mark.parametrize("zone", ["localtime", "Factory"])
+def test_sync_command_refuses_a_declaration_in_a_pseudo_time_zone(
+    monkeypatch: pytest.MonkeyPatch, zone: str
+) -> None:
+    # Such a zone follows each host's own configuration: one job, different instants per host.
+    declared = ScheduleDeclaration(
+        "a", "callable", "demo.heartbeat", "0 9 * * *", None, zone, False
+    )
+    monkeypatch.setattr(declared_schedules, "by_name", {"a": declared})
+
+    with pytest.raises(CommandError, match=f"unknown time zone '{zone}'"):
+        call_command("sync_schedules", "--tenant", "team-c", stdout=StringIO(), stderr=StringIO())
+
+    assert Job.objects.count() == 0
