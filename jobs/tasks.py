@@ -9,11 +9,19 @@ from celery import shared_task
 from django.db import close_old_connections
 
 from beat_engine.clock import SystemClock
+from beat_engine.db_clock import DatabaseClock
 from jobs.execution import run_execute
 from jobs.metrics import counter_inc
 from jobs.worker_recycle import retire_if_overloaded
 
 logger = logging.getLogger(__name__)
+
+# One clock (docs/architecture.md, Invariants): the lease a start or heartbeat sets and the due
+# time of a retry are judged by the reaper and the timers on the database's clock, so they are
+# computed on it too, never on this host's wall clock. One sampler per process, shared by its
+# task threads; a forked pool child inherits it, and the monotonic clock it carries the sample
+# forward on is the host's, the same in every process.
+_clock = DatabaseClock(SystemClock())
 
 
 # acks_late + reject_on_worker_lost: a worker that dies mid-run leaves the message in the broker;
@@ -39,7 +47,7 @@ def execute_run(run_id: str, attempt: int) -> str:
     # the database closed while the worker idled is replaced before the start's CAS, not found
     # broken by it.
     close_old_connections()
-    outcome = run_execute(run_id=parsed, attempt=attempt_no, clock=SystemClock())
+    outcome = run_execute(run_id=parsed, attempt=attempt_no, clock=_clock)
     # After the outcome is recorded, and before the result goes back for the ack: a process
     # holding too many abandoned target threads is replaced once this task is done.
     retire_if_overloaded()

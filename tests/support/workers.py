@@ -37,6 +37,9 @@ class CeleryWorker:
     env: dict[str, str]
     log_path: Path
     concurrency: int = 2
+    # What `python -m` runs: Celery's own command line, or a wrapper of it that injects a fault
+    # into the worker process first (tests/support/skewed_celery.py).
+    module: str = "celery"
     process: subprocess.Popen[bytes] | None = None
     _log_offset: int = 0
 
@@ -47,7 +50,7 @@ class CeleryWorker:
             [
                 sys.executable,
                 "-m",
-                "celery",
+                self.module,
                 "-A",
                 "scheduler_project",
                 "worker",
