@@ -62,13 +62,22 @@ class StartResult:
 # it (no second read, no model instances). Jobs that forbid or replace overlap take it only once
 # _start_with_policy holds their job row: a single statement cannot lock first and look after,
 # its snapshot predates the lock wait, so two runs of one job could both see "nothing running".
+# Cancel is final (docs/architecture.md, Invariants): a queued run whose cancel was requested
+# (queued by an older reaper that did not look at the flag) never starts; the same statement
+# ends it cancelled instead.
 _START_SQL = """
-WITH started AS (
+WITH refused AS (
+    UPDATE jobs_jobrun
+       SET state = %(cancelled)s, finished_at = %(now)s, due_at = NULL,
+           last_error = 'cancelled on request before attempt ' || attempt || ' started'
+     WHERE id = %(run_id)s AND attempt = %(attempt)s AND state = %(queued)s AND cancel_requested
+), started AS (
     UPDATE jobs_jobrun AS r
        SET state = %(running)s, started_at = %(now)s, heartbeat_at = %(now)s,
            lease_until = %(lease_until)s, worker = %(worker)s, finished_at = NULL
       FROM jobs_job AS j
      WHERE r.id = %(run_id)s AND r.attempt = %(attempt)s AND r.state = %(queued)s
+       AND NOT r.cancel_requested
        AND j.id = r.job_id AND (j.concurrency_policy = %(allow)s OR %(policy_applied)s)
     RETURNING r.id, r.attempt, r.epoch, r.queued_at, r.job_id, r.tenant_id, r.scheduled_for,
               r.dedup_key, j.payload, j.target_kind, j.target_name, j.target_url,
@@ -260,6 +269,7 @@ def run_start(*, run_id: uuid.UUID, attempt: int, worker: str, now: datetime) ->
         "lease_until": now + run_lease(),
         "running": RunState.RUNNING.value,
         "queued": RunState.QUEUED.value,
+        "cancelled": RunState.CANCELLED.value,
         "allow": ConcurrencyPolicy.ALLOW.value,
     }
     started = _start_statement(params, policy_applied=False)
