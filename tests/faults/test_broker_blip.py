@@ -10,6 +10,8 @@ warmly, and the same checks hold.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
@@ -75,8 +77,22 @@ def _restart(server: RedisServer) -> None:
     server.start()
 
 
+def _restart_unnoticed(server: RedisServer, worker: CeleryWorker) -> None:
+    """A restart over before the worker's consumer reacts (a quick failover, a busy host).
+
+    Only the worker's main process, which holds the broker connection, is paused; its pool
+    processes keep running their targets and heartbeating.
+    """
+    assert worker.process is not None
+    os.kill(worker.process.pid, signal.SIGSTOP)
+    try:
+        _restart(server)
+    finally:
+        os.kill(worker.process.pid, signal.SIGCONT)
+
+
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("fault", ["client_kill", "restart"])
+@pytest.mark.parametrize("fault", ["client_kill", "restart_unnoticed", "restart"])
 def test_running_attempts_survive_a_broker_connection_loss(
     fault: str, own_redis: RedisServer, tmp_path: Path
 ) -> None:
@@ -117,6 +133,8 @@ def test_running_attempts_survive_a_broker_connection_loss(
         )
         if fault == "client_kill":
             _drop_every_client(own_redis)
+        elif fault == "restart_unnoticed":
+            _restart_unnoticed(own_redis, worker)
         else:
             _restart(own_redis)
         wait_until(
