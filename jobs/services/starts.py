@@ -230,7 +230,8 @@ def _start_with_policy(params: dict[str, Any]) -> StartResult:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT j.id, j.concurrency_policy, r.scheduled_for, r.state, r.attempt
+            SELECT j.id, j.concurrency_policy, r.scheduled_for, r.state, r.attempt,
+                   r.cancel_requested
               FROM jobs_job AS j
               JOIN jobs_jobrun AS r ON r.job_id = j.id
              WHERE r.id = %s FOR NO KEY UPDATE OF j
@@ -242,6 +243,13 @@ def _start_with_policy(params: dict[str, Any]) -> StartResult:
             # Not this attempt's to start: a stale delivery holds nothing back, replaces nothing.
             return StartResult(StartOutcome.STALE)
         job_id, policy, scheduled_for = row[0], row[1], row[2]
+        if row[5]:
+            # Cancelled before it started: the start statement ends it cancelled (cancel is
+            # final), and a run that will not start holds nothing back and replaces nothing.
+            started = _start_statement(params, policy_applied=True)
+            return StartResult(
+                StartOutcome.STALE if started is None else StartOutcome.STARTED, started
+            )
         cursor.execute(_SIBLINGS_SQL, [job_id, _IN_FLIGHT, run_id])
         others = [overlap.Sibling(r[0], RunState(r[1]), r[2]) for r in cursor.fetchall()]
         decision = overlap.decide(

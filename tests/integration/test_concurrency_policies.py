@@ -263,3 +263,15 @@ def test_runs_of_one_job_starting_at_once_leave_exactly_one_running(policy: str)
     assert outcomes[winner.scheduled_for] == StartOutcome.STARTED
     losers = JobRun.objects.filter(job=job).exclude(id=winner.id)
     assert set(losers.values_list("state", flat=True)) <= {RunState.SKIPPED, RunState.CANCELLED}
+
+
+@pytest.mark.parametrize("policy", ["forbid", "replace"])
+def test_a_cancelled_run_ends_cancelled_and_neither_holds_back_nor_replaces(policy: str) -> None:
+    job = job_factory(concurrency_policy=policy)
+    running = _other_run(job, RunState.RUNNING, EARLY if policy == "replace" else LATE)
+    cancelled = _queued(job, LATE if policy == "replace" else EARLY, cancel_requested=True)
+
+    assert _start(cancelled).outcome == StartOutcome.STALE
+
+    assert _reload(cancelled).state == RunState.CANCELLED
+    assert (_reload(running).state, _reload(running).cancel_requested) == (RunState.RUNNING, False)
