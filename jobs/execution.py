@@ -7,6 +7,7 @@ import logging
 import os
 import random
 import socket
+import threading
 import uuid
 from datetime import datetime
 
@@ -14,6 +15,7 @@ from django.conf import settings
 
 from beat_engine.backoff import retry_delay
 from beat_engine.clock import Clock
+from jobs import cancel_watch
 from jobs.metrics import counter_inc
 from jobs.outcomes import Disposition, ResultKind, TargetResult, disposition_for
 from jobs.services import runs, starts
@@ -46,7 +48,9 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _supervise(run: StartedRun, context: RunContext, clock: Clock) -> TargetResult:
+def _supervise(
+    run: StartedRun, context: RunContext, clock: Clock, wake: threading.Event
+) -> TargetResult:
     """Run the target on a target thread; heartbeat the lease and watch for timeout and cancel.
 
     The wait on the target's result is the heartbeat loop: a run that ends before its first
@@ -58,19 +62,43 @@ def _supervise(run: StartedRun, context: RunContext, clock: Clock) -> TargetResu
     """
     conf = settings.SCHEDULER
     invoke, abort = prepare_invocation(run.target, context)
-    target = run_target(invoke)
+    # ``wake`` is set when the target returns, and when a cancel of this run is announced: the
+    # supervisor then heartbeats at once instead of at its next beat (cancel is final,
+    # docs/architecture.md, Invariants: a running attempt is asked to stop at once and at every
+    # heartbeat).
+    returned = threading.Event()
+
+    def invoke_then_wake() -> TargetResult:
+        try:
+            return invoke()
+        finally:
+            returned.set()
+            wake.set()
+
     heartbeat_s = float(conf["HEARTBEAT_S"])
     deadline = clock.monotonic() + job_timeout_s(run.target)
     next_beat = clock.monotonic() + heartbeat_s
     stopped: ResultKind | None = None
-    while not target.done.wait(max(0.0, min(next_beat, deadline) - clock.monotonic())):
+    target = run_target(invoke_then_wake)
+    while not target.done.is_set():
+        timeout = max(0.0, min(next_beat, deadline) - clock.monotonic())
+        if returned.is_set():
+            # Returned: its thread is storing the result; wait for that, still on the beat.
+            target.done.wait(timeout)
+        else:
+            wake.wait(timeout)
+        announced = wake.is_set() and not returned.is_set()
+        wake.clear()
+        if target.done.is_set():
+            break
         if clock.monotonic() >= deadline:
             stopped = ResultKind.TIMEOUT
             break
-        next_beat = clock.monotonic() + heartbeat_s
-        stopped = _heartbeat(run, clock)
-        if stopped is not None:
-            break
+        if announced or clock.monotonic() >= next_beat:
+            next_beat = clock.monotonic() + heartbeat_s
+            stopped = _heartbeat(run, clock)
+            if stopped is not None:
+                break
     if stopped is None:
         assert target.result is not None
         return target.result
@@ -117,6 +145,15 @@ def run_execute(
     *, run_id: uuid.UUID, attempt: int, clock: Clock, worker: str | None = None
 ) -> ExecutionOutcome:
     """Execute one delivery of (run, attempt); safe to call for duplicates and stale messages."""
+    wake = threading.Event()
+    # Watched from before the start, so a cancel announced as it starts is not missed.
+    with cancel_watch.watching(run_id, wake):
+        return _execute(run_id=run_id, attempt=attempt, clock=clock, worker=worker, wake=wake)
+
+
+def _execute(
+    *, run_id: uuid.UUID, attempt: int, clock: Clock, worker: str | None, wake: threading.Event
+) -> ExecutionOutcome:
     started = starts.run_start(
         run_id=run_id, attempt=attempt, worker=worker or worker_name(), now=clock.now()
     )
@@ -152,7 +189,7 @@ def run_execute(
             payload=run.payload,
             now=clock.now(),
         )
-        result = _supervise(run, context, clock)
+        result = _supervise(run, context, clock, wake)
     return _record(run, result, clock.now())
 
 

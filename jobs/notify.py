@@ -1,4 +1,4 @@
-"""Change notifications from the web to the beat engine over Redis pub/sub."""
+"""Change notifications over Redis pub/sub: job changes to the beat engine, cancels to workers."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from django.db import transaction
 logger = logging.getLogger(__name__)
 
 CHANGES_CHANNEL = "sched:changes"
+# Ids of running runs whose cancel was just requested, for their workers (jobs/cancel_watch.py).
+CANCELS_CHANNEL = "sched:cancels"
 
 
 @lru_cache(maxsize=1)
@@ -27,6 +29,24 @@ def _publish(message: str) -> None:
         # A lost notification only delays the change until the engine's next refresh of its
         # horizon; the claim re-reads the row, so nothing wrong can fire.
         logger.warning("notify.publish_failed", exc_info=True)
+
+
+def notify_runs_cancelled(run_ids: list[str]) -> None:
+    """Wake the supervisors of these running runs once the cancel commits (jobs/cancel_watch.py).
+
+    A lost message only delays the stop to the run's next heartbeat, which reads the flag.
+    """
+    if not run_ids:
+        return
+    message = json.dumps(run_ids)
+
+    def publish() -> None:
+        try:
+            redis_client().publish(CANCELS_CHANNEL, message)
+        except redis.RedisError:
+            logger.warning("notify.cancel_publish_failed", exc_info=True)
+
+    transaction.on_commit(publish)
 
 
 def notify_job_changed(*, job_id: str, partition: int) -> None:

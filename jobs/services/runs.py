@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 
 from jobs.metrics import counter_inc
 from jobs.models import DeadLetter, JobRun, RunAttempt
+from jobs.notify import notify_runs_cancelled
 from jobs.services.dedup import dedup_ttl
 from jobs.states import AttemptOutcome, RunState, sources_of
 
@@ -68,7 +69,7 @@ UPDATE jobs_jobrun AS r
                  ORDER BY id
                    FOR NO KEY UPDATE)
    AND r.state = ANY(%(states)s)
-RETURNING r.state
+RETURNING r.id, r.state
 """
 
 # States a cancel acts on: waiting ones end at once, a running one is asked to stop.
@@ -78,7 +79,7 @@ _CANCELLABLE = sorted(
 )
 
 
-def _cancel_runs(match: str, value: uuid.UUID, *, now: datetime, reason: str) -> list[str]:
+def _cancel_runs(match: str, value: uuid.UUID, *, now: datetime, reason: str) -> int:
     sql = _CANCEL_RUNS_SQL.format(match=match)
     params: dict[str, Any] = {
         "value": value,
@@ -90,12 +91,16 @@ def _cancel_runs(match: str, value: uuid.UUID, *, now: datetime, reason: str) ->
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [row[0] for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    # Running ones are told at once, after commit; their next heartbeat reads the flag anyway.
+    notify_runs_cancelled([str(run_id) for run_id, state in rows if state == RunState.RUNNING])
+    return len(rows)
 
 
 def run_request_cancel(*, run_id: uuid.UUID, now: datetime) -> bool:
-    """Cancel a waiting run outright, or ask a running one to stop (its supervisor sees the flag
-    at its next heartbeat). False when the run had already ended."""
+    """Cancel a waiting run outright, or ask a running one to stop: its worker is told at once
+    and its supervisor reads the flag at every heartbeat. False when the run had already ended.
+    """
     return bool(_cancel_runs("id = %(value)s", run_id, now=now, reason="cancelled on request"))
 
 
@@ -105,7 +110,7 @@ def runs_cancel_of_job(*, job_id: uuid.UUID, now: datetime) -> int:
     The caller holds the job row (FOR NO KEY UPDATE): the job row first, then its runs (one
     lock order, docs/architecture.md, Invariants).
     """
-    return len(_cancel_runs("job_id = %(value)s", job_id, now=now, reason="job cancelled"))
+    return _cancel_runs("job_id = %(value)s", job_id, now=now, reason="job cancelled")
 
 
 @dataclass(frozen=True)

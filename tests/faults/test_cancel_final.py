@@ -16,6 +16,7 @@ import redis
 from beat_engine.clock import SystemClock
 from jobs.metrics import counters
 from jobs.models import Job, JobRun, RunAttempt
+from jobs.services import runs
 from jobs.services.jobs import job_cancel
 from jobs.services.runs import run_request_cancel
 from jobs.states import AttemptOutcome, RunState
@@ -50,6 +51,21 @@ def cancel_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CeleryWo
         queues=[QUEUE],
         env={**worker_env(allowlist=[]), **ENV},
         log_path=tmp_path_factory.mktemp("cancel") / "worker.log",
+        concurrency=1,
+    )
+    worker.start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def rare_beat_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CeleryWorker]:
+    """A worker whose first heartbeat would come only after the test has given up."""
+    env = {**ENV, "SCHEDULER_HEARTBEAT_S": "600", "SCHEDULER_RUN_LEASE_S": "1200"}
+    worker = CeleryWorker(
+        queues=[QUEUE],
+        env={**worker_env(allowlist=[]), **env},
+        log_path=tmp_path_factory.mktemp("rare-beat") / "worker.log",
         concurrency=1,
     )
     worker.start()
@@ -132,8 +148,11 @@ def test_run_cancelled_while_running_then_its_worker_killed_never_runs_again(
 
 @pytest.mark.timeout(120)
 def test_run_cancelled_while_running_whose_attempt_then_fails_is_not_retried(
-    redis_client: redis.Redis, cancel_worker: CeleryWorker
+    redis_client: redis.Redis, cancel_worker: CeleryWorker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The announcement to the worker is lost (Redis is a hint): the attempt fails on its own
+    # before its next heartbeat would read the flag.
+    monkeypatch.setattr(runs, "notify_runs_cancelled", lambda run_ids: None, raising=False)
     job = _job(
         target_name="tests.fail_later",
         payload={"seconds": 1.5},
@@ -143,7 +162,7 @@ def test_run_cancelled_while_running_whose_attempt_then_fails_is_not_retried(
     )
     run = _running(job, cancel_worker)
 
-    # Acknowledged while the attempt runs; the attempt fails before any heartbeat sees it.
+    # Acknowledged while the attempt runs.
     assert run_request_cancel(run_id=run.id, now=_now())
     done = wait_for_state(
         run, RunState.CANCELLED, RunState.RETRY_WAIT, RunState.QUEUED, worker=cancel_worker
@@ -205,3 +224,17 @@ def test_job_deleted_while_its_run_is_mid_flight_and_the_worker_dies_never_runs_
     assert (done.state, done.attempt) == (RunState.CANCELLED, 1)
     assert _attempts(run) == [(1, AttemptOutcome.LOST)]
     assert JobRun.objects.filter(job=job).count() == 1
+
+
+@pytest.mark.timeout(120)
+def test_cancel_reaches_a_running_attempt_at_once_not_only_at_its_next_heartbeat(
+    redis_client: redis.Redis, rare_beat_worker: CeleryWorker
+) -> None:
+    # A cooperative target that would run 90 s; no heartbeat is due for 600 s.
+    run = _running(_job(target_name="tests.block", payload={"max_s": 90}), rare_beat_worker)
+
+    assert run_request_cancel(run_id=run.id, now=_now())
+
+    done = wait_for_state(run, RunState.CANCELLED, RunState.SUCCEEDED, worker=rare_beat_worker)
+    assert done.state == RunState.CANCELLED
+    assert _attempts(run) == [(1, AttemptOutcome.CANCELLED)]
