@@ -79,6 +79,13 @@ class RedisLeaseStore:
         members = self._heartbeat(keys=[NODES_KEY], args=[node, ttl_ms])
         return sorted(bytes(m).decode() for m in members)
 
+    def live_nodes(self) -> list[str]:
+        """Nodes registered until after Redis's current time, without registering one."""
+        seconds, micros = self._client.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        members = self._client.zrangebyscore(NODES_KEY, now_ms, "+inf")
+        return sorted(bytes(m).decode() for m in members)
+
     def leave(self, node: str) -> None:
         self._client.zrem(NODES_KEY, node)
         self._client.publish(NODES_CHANNEL, node)

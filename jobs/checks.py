@@ -61,3 +61,24 @@ def check_secret_key_from_environment(app_configs: Any, **kwargs: Any) -> list[C
             )
         ]
     return []
+
+
+@register(Tags.database)
+def check_partition_layout(
+    app_configs: Any, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """`manage.py check --database default`: the jobs are in the layout SCHEDULER_PARTITIONS
+    says (the beat engine refuses to start otherwise; beat_engine/layout.py)."""
+    if not databases:
+        return []
+    from django.db import DatabaseError
+
+    from beat_engine.layout import layout_problem
+
+    try:
+        problem = layout_problem(int(settings.SCHEDULER["PARTITIONS"]))
+    except DatabaseError:
+        return []  # not migrated yet, or unreachable: other checks and commands say so
+    if problem is None:
+        return []
+    return [Error(problem, id="jobs.E006")]

@@ -9,9 +9,10 @@ import threading
 from types import FrameType
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from beat_engine.config import EngineConfig
+from beat_engine.layout import LayoutMismatch, layout_ensure
 from beat_engine.runtime import JsonLineFormatter, build_engine
 
 
@@ -34,6 +35,11 @@ class Command(BaseCommand):
             engine_logger.setLevel(logging.INFO)
             engine_logger.propagate = False
         config = EngineConfig.from_settings(node_id=options["node_id"])
+        try:
+            # Jobs in partitions this engine does not know would never fire: refuse to start.
+            layout_ensure(config.partitions)
+        except LayoutMismatch as exc:
+            raise CommandError(str(exc)) from None
         stop = threading.Event()
 
         def _stop(signum: int, frame: FrameType | None) -> None:
