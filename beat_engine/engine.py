@@ -24,8 +24,9 @@ from beat_engine.notifications import ChangeFeed
 from beat_engine.outbox import Outbox
 from beat_engine.ownership import Ownership
 from beat_engine.pipeline import ClaimBatch, Prepared, Preparer
-from beat_engine.publisher import Publisher, QueuedRun, Rendered, sweep_lost_publishes
+from beat_engine.publisher import Publisher, QueuedRun, Rendered
 from beat_engine.quotas import TenantAllowances
+from beat_engine.sweep import sweep_lost_publishes
 from beat_engine.timers import fire_timers
 
 logger = logging.getLogger("beat_engine")
@@ -404,13 +405,16 @@ class BeatEngine:
         if unpublished_after is None:
             unpublished_after = timedelta(seconds=self.config.publish_sweep_after_s)
         for _ in range(_SWEEP_BATCHES_PER_TICK):
-            runs = sweep_lost_publishes(
+            found = sweep_lost_publishes(
                 partitions,
                 now=now,
                 unpublished_after=unpublished_after,
                 republish_after=timedelta(seconds=self.config.republish_after_s),
                 limit=self.config.claim_batch,
             )
+            # Only runs whose message is gone; those still waiting in the broker are re-stamped.
+            runs = self._outbox.lost(found, now=now)
+            published = 0
             if runs:
                 published = self._publish(runs)
                 # At once: a republished run left unmarked would match the next sweep again.
@@ -419,7 +423,7 @@ class BeatEngine:
                 logger.info(
                     "beat.republish", extra={"node": self.config.node_id, "runs": published}
                 )
-            if len(runs) < self.config.claim_batch:
+            if len(found) < self.config.claim_batch or (runs and not published):
                 break
 
     def _publish(self, runs: Sequence[QueuedRun], rendered: Rendered | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from datetime import datetime
@@ -12,6 +13,7 @@ import redis
 from beat_engine import metrics
 from beat_engine.clock import Clock
 from beat_engine.publisher import Publisher, Pushed, QueuedRun, Rendered, mark_published
+from beat_engine.sweep import Swept
 
 logger = logging.getLogger("beat_engine")
 
@@ -86,6 +88,32 @@ class Outbox:
         if self._unmarked:
             mark_published(self._unmarked)
             self._unmarked = []
+
+    def lost(self, found: Sequence[Swept], *, now: datetime) -> list[QueuedRun]:
+        """Of the runs the sweep found unstarted, those whose message is gone: never marked
+        published, or no longer waiting in the broker (beat_engine/broker_ledger.py).
+
+        The others wait behind a backlog or a worker outage. They are not sent again but
+        re-stamped, published_at = now, so the sweep looks at them once per
+        republish_after_s: one message per queued run however long the wait (bounded
+        redelivery, docs/architecture.md, Invariants)."""
+        sent = [s for f in found if (s := f.sent()) is not None]
+        waiting: dict[datetime, set[uuid.UUID]] = {}
+        if sent:
+            try:
+                waiting = self._publisher.ledger.waiting(sent, restamp_at=now)
+            except redis.RedisError:
+                # The broker cannot be read, so nothing could be sent to it either.
+                logger.warning("beat.ledger_failed", extra={"runs": len(sent)}, exc_info=True)
+                return []
+        if waiting:
+            mark_published([Pushed(at, tuple(ids)) for at, ids in sorted(waiting.items())])
+            logger.info(
+                "beat.still_waiting",
+                extra={"node": self._node_id, "runs": sum(len(ids) for ids in waiting.values())},
+            )
+        held = set().union(*waiting.values())
+        return [f.run for f in found if f.run.run_id not in held]
 
     def _push(
         self, runs: list[QueuedRun], epochs: dict[int, int], rendered: Rendered | None

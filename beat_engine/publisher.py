@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import redis
-from django.db import connection, transaction
+from django.db import transaction
 
+from beat_engine.broker_ledger import BrokerLedger
 from beat_engine.fencing import server_cursor
 from beat_engine.pg_arrays import uuid_array
 from jobs.states import RunState
+
+logger = logging.getLogger("beat_engine")
 
 EXECUTE_TASK = "jobs.execute_run"
 # kombu's Redis transport: a message of priority p goes to the list "<queue>\x06\x16<step>",
@@ -48,7 +52,8 @@ def _envelope(task_id: str, body: str, argsrepr: str, origin: str, run: QueuedRu
               epoch: object) -> dict[str, object]:  # fmt: skip
     """The JSON envelope kombu's Redis transport stores, holding a Celery protocol-2 task.
 
-    Messages carry ids only (RELIABILITY: the worker loads everything else from the database).
+    Messages carry ids only: the worker loads everything else from the database (Redis is a
+    hint, docs/architecture.md, Invariants).
     """
     return {
         "body": body,
@@ -175,8 +180,8 @@ Rendered = dict[uuid.UUID, tuple[str, str, int]]
 
 class Publisher:
     def __init__(self, client: redis.Redis[bytes], *, origin: str) -> None:
-        self._client = client
         self._template = MessageTemplate(origin)
+        self.ledger = BrokerLedger(client)
 
     def render(self, runs: Sequence[QueuedRun], epochs: Mapping[int, int]) -> Rendered:
         """Each run's message and broker list. Pure string work, safe on any thread: the
@@ -197,8 +202,9 @@ class Publisher:
         runs: Sequence[QueuedRun],
         epochs: Mapping[int, int],
         rendered: Rendered | None = None,
-    ) -> None:
-        """LPUSH every message, one pipeline round trip for the lot (no per-message path).
+    ) -> dict[str, int]:
+        """LPUSH every message, one MULTI round trip for the lot (no per-message path), and
+        count them per list (beat_engine/broker_ledger.py); returns each list's count.
 
         Messages rendered ahead are used when they carry the epoch held now; the rest are
         rendered here."""
@@ -213,11 +219,7 @@ class Publisher:
         for run in runs:
             key, message, _epoch = ready[run.run_id]
             by_key[key].append(message)
-        pipe = self._client.pipeline(transaction=False)
-        for key, messages in by_key.items():
-            for start in range(0, len(messages), _PUSH_CHUNK):
-                pipe.lpush(key, *messages[start : start + _PUSH_CHUNK])
-        pipe.execute()
+        return self.ledger.push(by_key, _PUSH_CHUNK)
 
     def publish(
         self,
@@ -232,44 +234,12 @@ class Publisher:
         again, and the worker's compare-and-set drops the duplicate."""
         if not runs:
             return Pushed(now(), ())
-        self.push(runs, epochs, rendered)
-        return Pushed(now(), tuple(r.run_id for r in runs))
-
-
-SWEEP_SQL = f"""
-UPDATE jobs_jobrun r
-   SET published_at = NULL
-  FROM jobs_job j
- WHERE r.id IN (
-       SELECT id FROM jobs_jobrun
-        WHERE partition = ANY(%s::int[]) AND state = '{RunState.QUEUED.value}'
-          AND ((published_at IS NULL AND queued_at <= %s) OR published_at <= %s)
-        ORDER BY queued_at
-        LIMIT %s
-          FOR UPDATE SKIP LOCKED)
-   AND j.id = r.job_id
-RETURNING r.id, r.attempt, r.partition, j.queue, j.priority
-"""
-
-
-def sweep_lost_publishes(
-    partitions: Sequence[int],
-    *,
-    now: datetime,
-    unpublished_after: timedelta,
-    republish_after: timedelta,
-    limit: int,
-) -> list[QueuedRun]:
-    """Queued runs whose publish was lost: never marked published (crash between commit and
-    push) or published long ago and never started (the broker lost the message).
-
-    They are returned unmarked so that the caller publishes and marks them like new ones.
-    """
-    if not partitions:
-        return []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            SWEEP_SQL,
-            [list(partitions), now - unpublished_after, now - republish_after, limit],
-        )
-        return [QueuedRun(row[0], row[1], row[2], row[3], row[4]) for row in cursor.fetchall()]
+        positions = self.push(runs, epochs, rendered)
+        pushed = Pushed(self.ledger.instant(now()), tuple(r.run_id for r in runs))
+        try:
+            self.ledger.record(positions, pushed.published_at)
+        except redis.RedisError:
+            # Pushed but not recorded: the sweep cannot tell these messages still wait, and
+            # sends them again republish_after later (one duplicate, which the start drops).
+            logger.warning("beat.ledger_failed", extra={"runs": len(runs)}, exc_info=True)
+        return pushed

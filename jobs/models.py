@@ -265,6 +265,7 @@ class JobRun(models.Model):
     cancel_requested = models.BooleanField(default=False)
 
     queued_at = models.DateTimeField(null=True, blank=True)
+    # When the run's current message was pushed, or last found still waiting in the broker.
     published_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -298,6 +299,15 @@ class JobRun(models.Model):
                 fields=["partition", "queued_at"],
                 name="run_unpublished_by_partition",
                 condition=Q(state="queued", published_at__isnull=True),
+            ),
+            # Outbox sweep: queued, sent, and not started since (beat_engine/sweep.py), oldest
+            # first, so LIMIT stops the scan early. The partition is a filter, not a key: with
+            # `partition = ANY(...)` in an index condition PostgreSQL 16 costs one index scan
+            # per partition, and prefers sorting every in-flight run instead.
+            models.Index(
+                fields=["published_at"],
+                name="run_sent_unstarted",
+                condition=Q(state="queued", published_at__isnull=False),
             ),
             # Concurrency policy: the job's runs in flight (jobs.states.IN_FLIGHT_STATES).
             models.Index(

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 import redis
 
-from beat_engine.publisher import sweep_lost_publishes
+from beat_engine.sweep import sweep_lost_publishes
 from jobs.models import JobRun
 from jobs.states import RunState
 from tests.support.beat_nodes import broker_messages, make_engine
