@@ -4,6 +4,7 @@ engine keeps its partition leases and keeps firing timers."""
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -12,6 +13,7 @@ import redis
 from django.db import connection
 
 from beat_engine.clock import SystemClock
+from beat_engine.notices import DeadLetterNotices
 from beat_engine.redis_leases import LEASE_KEY
 from jobs.models import DeadLetter, Job, JobRun
 from jobs.states import RunState
@@ -86,3 +88,15 @@ def test_hung_notice_broker_neither_stalls_lease_renewal_nor_timers(
         stop.set()
         thread.join(timeout=30)
     assert not thread.is_alive(), "shutdown waited for the hung notice broker"
+
+
+def test_notices_beyond_the_bound_are_dropped_never_waited_for(
+    hung_notice_broker: StallingServer,
+) -> None:
+    notices = DeadLetterNotices(capacity=2, close_wait_s=0.5)
+    dead = [(uuid.uuid4(), uuid.uuid4(), 1, "lease expired") for _ in range(6)]
+    notices.offer(dead, now=T0)
+    # One may be in the sender's hands, stuck on the broker; two wait; the rest are dropped.
+    assert notices.pending <= 2
+    assert notices.dropped >= 3
+    notices.close()
