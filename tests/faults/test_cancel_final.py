@@ -20,7 +20,7 @@ from jobs.services import runs
 from jobs.services.jobs import job_cancel
 from jobs.services.runs import run_request_cancel
 from jobs.states import AttemptOutcome, RunState
-from tests.support import cancel_targets  # noqa: F401  (registers the targets here too)
+from tests.support import cancel_targets, targets  # noqa: F401  (registers the targets here too)
 from tests.support.beat_nodes import make_engine
 from tests.support.factories import job_factory, run_factory
 from tests.support.waiting import wait_until
