@@ -1,5 +1,5 @@
 # Each target wraps a script, so the README, CI and developers run the same thing.
-.PHONY: install run test test-unit test-integration test-faults lint fmt check bench bench-compare bench-compare-quick
+.PHONY: install run test test-unit test-integration test-faults lint fmt check bench bench-compare bench-compare-quick soak soak-quick
 
 install:
 	./scripts/install
@@ -39,3 +39,13 @@ bench-compare:
 # never on timing.
 bench-compare-quick:
 	./scripts/bench-compare --quick
+
+# 30 minutes of firings under beat/worker kills, Redis restarts and cancels; rewrites the Soak
+# section of docs/benchmarks.md. Fails on lost firings, duplicate effects or attempts after
+# cancel, never on lateness.
+soak:
+	.venv/bin/python bench/soak.py --write-docs
+
+# The CI-sized soak (about 4 minutes with start-up and drain), writing no docs.
+soak-quick:
+	.venv/bin/python bench/soak.py --quick
