@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -134,8 +135,8 @@ def test_the_retry_after_ceiling_setting_caps_the_wait(
     )
     now = _now()
     context = RunContext(
-        job_id=run_uuid(),
-        run_id=run_uuid(),
+        job_id=uuid.uuid4(),
+        run_id=uuid.uuid4(),
         tenant_id=1,
         scheduled_for=now,
         attempt=1,
@@ -147,9 +148,3 @@ def test_the_retry_after_ceiling_setting_caps_the_wait(
     result = invoke()
     assert result.kind == ResultKind.RETRYABLE
     assert result.retry_after == timedelta(seconds=90)
-
-
-def run_uuid() -> Any:
-    import uuid
-
-    return uuid.uuid4()
