@@ -144,7 +144,12 @@ def _stop_message(stopped: ResultKind, run: StartedRun) -> str:
 def run_execute(
     *, run_id: uuid.UUID, attempt: int, clock: Clock, worker: str | None = None
 ) -> ExecutionOutcome:
-    """Execute one delivery of (run, attempt); safe to call for duplicates and stale messages."""
+    """Execute one delivery of (run, attempt); safe to call for duplicates and stale messages.
+
+    ``clock`` must follow the database's clock (jobs/tasks.py passes a DatabaseClock): the
+    leases and the retry due time written here are judged by the reaper and the timers on it
+    (one clock, docs/architecture.md, Invariants).
+    """
     wake = threading.Event()
     # Watched from before the start, so a cancel announced as it starts is not missed.
     with cancel_watch.watching(run_id, wake):
