@@ -72,8 +72,9 @@ def _is_public(address: IPAddress) -> bool:
         if not all(_is_public(ipv4) for ipv4 in embedded):
             return False
         if address.ipv4_mapped is not None or address in IPV4_COMPATIBLE:
-            # The connection goes to the embedded IPv4 address, already judged public; the
-            # IPv6 form itself is in a reserved range that is_global would refuse.
+            # These lead to the embedded IPv4 address, judged public above; the IPv6 range
+            # itself says nothing about the destination (is_global calls the mapped range
+            # reserved, and the compatible one global, whatever the address inside).
             return True
     return address.is_global and not address.is_multicast
 
