@@ -81,17 +81,17 @@ class CancelWatch:
         client = redis.Redis.from_url(settings.REDIS_URL, health_check_interval=_POLL_S)
         while True:
             try:
-                pubsub = client.pubsub()
-                pubsub.subscribe(CANCELS_CHANNEL)
-                while True:
-                    message = pubsub.get_message(timeout=_POLL_S)
-                    if message is None:
-                        continue
-                    if message.get("type") == "subscribe":
-                        # Confirmed by Redis: every cancel published from now on reaches us.
-                        self._subscribed.set()
-                    elif message.get("type") == "message":
-                        self.announced(_run_ids(message.get("data")))
+                with client.pubsub() as pubsub:
+                    pubsub.subscribe(CANCELS_CHANNEL)
+                    while True:
+                        message = pubsub.get_message(timeout=_POLL_S)
+                        if message is None:
+                            continue
+                        if message.get("type") == "subscribe":
+                            # Confirmed by Redis: every cancel published from now on reaches us.
+                            self._subscribed.set()
+                        elif message.get("type") == "message":
+                            self.announced(_run_ids(message.get("data")))
             except Exception:  # boundary of a daemon thread: log, wait, reconnect
                 logger.warning("execution.cancel_watch.reconnecting", exc_info=True)
                 SystemClock().sleep(_RECONNECT_S)
