@@ -23,6 +23,7 @@ started the run) means the message is lost, and the run is sent again: Redis is 
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import uuid
 from collections import defaultdict
@@ -54,6 +55,8 @@ if (not held) or tonumber(held) < position then
 end
 return 1
 """
+
+_RECORD_SHA = hashlib.sha1(_RECORD_LUA.encode()).hexdigest()
 
 
 def count_key(list_key: str) -> str:
@@ -110,14 +113,24 @@ class BrokerLedger:
         """Record each list's batch under the instant its runs are marked published."""
         if not positions:
             return
+        self._run_records([(key, member(at), position) for key, position in positions.items()])
+
+    def _run_records(self, records: Sequence[tuple[str, str, int]]) -> list[int]:
+        """Run the record script for each (list, member, position), in one round trip.
+
+        EVALSHA without redis-py's SCRIPT EXISTS check, a round trip more on every push.
+        Recording is idempotent: after a Redis restart emptied the script cache, each record
+        runs again through the script object, which loads it."""
         pipe = self._client.pipeline(transaction=False)
-        for key, position in positions.items():
-            self._record(
-                keys=[count_key(key), batches_key(key), key],
-                args=[member(at), position],
-                client=pipe,
-            )
-        pipe.execute()
+        for key, name, position in records:
+            pipe.evalsha(_RECORD_SHA, 3, count_key(key), batches_key(key), key, name, position)
+        try:
+            return [int(kept) for kept in pipe.execute()]
+        except redis.exceptions.NoScriptError:
+            return [
+                int(self._record(keys=[count_key(key), batches_key(key), key], args=[name, pos]))
+                for key, name, pos in records
+            ]
 
     def waiting(
         self, runs: Sequence[Sent], *, restamp_at: datetime
@@ -153,16 +166,12 @@ class BrokerLedger:
         stamped: dict[datetime, set[uuid.UUID]] = {}
         if not groups:
             return stamped
-        pipe = self._client.pipeline(transaction=False)
         order = [(group, self.instant(at)) for group in sorted(groups)]
-        for (key, score), instant in order:
-            self._record(
-                keys=[count_key(key), batches_key(key), key],
-                args=[member(instant), int(score)],
-                client=pipe,
-            )
+        kept_all = self._run_records(
+            [(key, member(instant), int(score)) for (key, score), instant in order]
+        )
         # A group recorded as consumed (0) lost its message meanwhile: it is sent again.
-        for (group, instant), kept in zip(order, pipe.execute(), strict=True):
+        for (group, instant), kept in zip(order, kept_all, strict=True):
             if kept:
                 stamped[instant] = set(groups[group])
         return stamped
