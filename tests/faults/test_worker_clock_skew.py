@@ -22,7 +22,7 @@ from tests.support.workers import CeleryWorker, worker_env
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
-RUN_LEASE_S = 3.0
+RUN_LEASE_S = 5.0
 HEARTBEAT_S = 0.5
 RETRY_DELAY_S = 8
 FAST = {
@@ -82,7 +82,7 @@ def _run_of(job: Job, worker: CeleryWorker) -> JobRun:
 @pytest.mark.timeout(120)
 def test_skewed_worker_keeps_its_healthy_run_leased(skewed_worker: CeleryWorker) -> None:
     # Runs past its lease, so only heartbeats on the database's clock keep it alive.
-    long_run = _once(_db_now(), target_name="tests.nap", payload={"seconds": 3 * RUN_LEASE_S})
+    long_run = _once(_db_now(), target_name="tests.nap", payload={"seconds": 2.5 * RUN_LEASE_S})
     run = _run_of(long_run, skewed_worker)
 
     # While it runs, the lease the worker sets is always ahead of the database's clock and
