@@ -26,27 +26,29 @@ from jobs.states import RunState
 _QUEUED = RunState.QUEUED.value
 
 # One round trip, one index range per branch (run_unpublished_by_partition,
-# run_sent_unstarted); docs/engine.md "Publish (outbox)" shows the plan. No row locks: the
-# sweep writes nothing here, and a run started meanwhile only makes a message the worker's
+# run_sent_unstarted), then the job's queue and priority by primary key for the runs kept
+# (a LATERAL with LIMIT is never flattened into a join: with 50,000 jobs PostgreSQL hashed all
+# of jobs_job for 1,000 runs). docs/engine.md "Sweep" shows the plan. No row locks: the sweep
+# writes nothing here, and a run started meanwhile only makes a message the worker's
 # compare-and-set drops.
 SWEEP_SQL = f"""
 SELECT r.id, r.attempt, r.partition, j.queue, j.priority, r.published_at
-  FROM ((SELECT id, job_id, attempt, partition, published_at, queued_at AS since
-           FROM jobs_jobrun
-          WHERE partition = ANY(%(partitions)s::int[]) AND state = '{_QUEUED}'
-            AND published_at IS NULL AND queued_at <= %(unpublished_before)s
-          ORDER BY queued_at
-          LIMIT %(limit)s)
-        UNION ALL
-        (SELECT id, job_id, attempt, partition, published_at, published_at
-           FROM jobs_jobrun
-          WHERE partition = ANY(%(partitions)s::int[]) AND state = '{_QUEUED}'
-            AND published_at IS NOT NULL AND published_at <= %(published_before)s
-          ORDER BY published_at
-          LIMIT %(limit)s)) r
-  JOIN jobs_job j ON j.id = r.job_id
- ORDER BY r.since
- LIMIT %(limit)s
+  FROM (SELECT * FROM ((SELECT id, job_id, attempt, partition, published_at, queued_at AS since
+                          FROM jobs_jobrun
+                         WHERE partition = ANY(%(partitions)s::int[]) AND state = '{_QUEUED}'
+                           AND published_at IS NULL AND queued_at <= %(unpublished_before)s
+                         ORDER BY queued_at
+                         LIMIT %(limit)s)
+                       UNION ALL
+                       (SELECT id, job_id, attempt, partition, published_at, published_at
+                          FROM jobs_jobrun
+                         WHERE partition = ANY(%(partitions)s::int[]) AND state = '{_QUEUED}'
+                           AND published_at IS NOT NULL AND published_at <= %(published_before)s
+                         ORDER BY published_at
+                         LIMIT %(limit)s)) both_kinds
+         ORDER BY since
+         LIMIT %(limit)s) r
+ CROSS JOIN LATERAL (SELECT queue, priority FROM jobs_job WHERE id = r.job_id LIMIT 1) j
 """
 
 
