@@ -79,7 +79,7 @@ def decide(
 
 
 def skip_reason(policy: str, blocker: Sibling) -> str:
-    """The reason a skipped or deferred run records: which run held it back, and how."""
+    """The reason a skipped run records: which run held it back, and how."""
     firing = f"run {blocker.id} (firing {blocker.scheduled_for.isoformat()})"
     state = RunState(blocker.state).value
     if policy == ConcurrencyPolicy.REPLACE:

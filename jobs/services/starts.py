@@ -194,7 +194,7 @@ def _hold_back(params: dict[str, Any], policy: str, decision: overlap.Decision) 
                 # been reaped, and the run is queued again to look.
                 "due_at": now + run_lease() if deferred else None,
                 "finished_at": None if deferred else now,
-                "reason": overlap.skip_reason(policy, decision.blocker),
+                "reason": overlap.skip_reason(policy, decision.blocker),  # skips only
             },
         )
         moved = cursor.rowcount == 1
