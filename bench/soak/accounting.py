@@ -109,8 +109,10 @@ def count_firings(
         ):
             counts.unfired_before_job_cancel += 1
         else:
-            counts.lost_by_state[run.state if run is not None else "no run"] += 1
-            if len(counts.lost_examples) < 10:
+            state = run.state if run is not None else "no run"
+            counts.lost_by_state[state] += 1
+            # A few of each kind: the states tell apart a backlog, a stuck run and a lost one.
+            if counts.lost_by_state[state] <= 3:
                 counts.lost_examples.append(key)
     counts.unexpected = sum(1 for key in effects if key not in wanted)
     return counts

@@ -9,6 +9,7 @@ an attempt after cancel (docs/architecture.md, Invariants: *cancel is final*).
 from __future__ import annotations
 
 import random
+import socket
 import time
 import uuid
 from collections import Counter
@@ -56,14 +57,35 @@ class Canceller:
         self.errors[f"{what}: {detail[:120]}"] += 1
 
     def cancel_run(self) -> None:
+        picked = self._pick(RUN_STATES)
+        if picked is not None:
+            self._cancel_run(*picked)
+
+    def before_worker_kill(self, pids: frozenset[int]) -> str:
+        """The cases a kill makes hardest: a running run cancelled, then its worker killed; a
+        job deleted while its run is mid-flight, then that run's worker killed."""
+        from jobs.models import JobRun
+
+        host = socket.gethostname()
+        rows = list(
+            JobRun.objects.filter(
+                tenant_id=self.tenant_id, state="running", worker__in=[f"{host}:{p}" for p in pids]
+            ).values_list("id", "job_id")[:50]
+        )  # fmt: skip
+        self.rng.shuffle(rows)
+        before = len(self.records)
+        if rows:
+            self._cancel_run(*rows[0])
+        if len(rows) > 1:
+            self._cancel_job(rows[1][1])
+        done = [f"{r.kind} {r.run_id or r.job_id}" for r in self.records[before:]]
+        return f"{len(rows)} running on it; cancelled: {', '.join(done) or 'none'}"
+
+    def _cancel_run(self, run_id: uuid.UUID, job_id: uuid.UUID) -> None:
         from beat_engine.clock import SystemClock
         from jobs.models import JobRun
         from jobs.services.runs import run_request_cancel
 
-        picked = self._pick(RUN_STATES)
-        if picked is None:
-            return
-        run_id, job_id = picked
         try:
             if self.rng.random() < 0.5:
                 response = self.client.post(
@@ -91,12 +113,13 @@ class Canceller:
         )
 
     def cancel_job(self) -> None:
+        picked = self._pick(("running", "retry_wait"))
+        if picked is not None:
+            self._cancel_job(picked[1])
+
+    def _cancel_job(self, job_id: uuid.UUID) -> None:
         from jobs.models import Job
 
-        picked = self._pick(("running", "retry_wait"))
-        if picked is None:
-            return
-        _, job_id = picked
         response = self.client.delete(f"/v1/jobs/{job_id}", headers=self.headers)
         if response.status_code != 200:
             detail = response.content.decode(errors="replace")

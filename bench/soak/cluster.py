@@ -44,15 +44,20 @@ def _stop(proc: subprocess.Popen[bytes] | None) -> None:
         proc.wait()
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> frozenset[int]:
-    """SIGKILL a process and everything in its session; the pids that were killed."""
+def _tree(proc: subprocess.Popen[bytes]) -> frozenset[int]:
     pids = {proc.pid}
     with contextlib.suppress(psutil.NoSuchProcess):
         pids |= {child.pid for child in psutil.Process(proc.pid).children(recursive=True)}
+    return frozenset(pids)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> frozenset[int]:
+    """SIGKILL a process and everything in its session; the pids that were killed."""
+    pids = _tree(proc)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    return frozenset(pids)
+    return pids
 
 
 @dataclass
@@ -151,6 +156,11 @@ class Cluster:
 
     def start_beat(self, index: int) -> None:
         self.beats[index].start(self.env)
+
+    def pids(self, managed: Managed) -> frozenset[int]:
+        if managed.proc is None or managed.proc.poll() is not None:
+            return frozenset()
+        return _tree(managed.proc)
 
     def kill(self, managed: Managed) -> frozenset[int]:
         managed.wanted_up = False

@@ -18,11 +18,13 @@ import sys
 import time
 import traceback
 import warnings
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from bench.soak.cluster import ROOT, Cluster, pool_ready
-from bench.soak.plan import actions, fault_plan
+from bench.soak.plan import Fault, actions, fault_plan
 from bench.soak.profiles import Profile, chosen
+from bench.soak.seeding import SeededJob
 from bench.soak.workload import firing_rate, workload
 
 # Between seeding and the first firing: the nodes and workers start in this time.
@@ -61,7 +63,8 @@ def _setup_django(cluster: Cluster) -> None:
 
     django.setup()
     # One line per API call and per pgserver command would bury the soak's own output.
-    for name, level in (("jobs.api", logging.WARNING), ("django.request", logging.CRITICAL),
+    # The API's throttle logs (with a traceback) each request it serves while Redis is down.
+    for name, level in (("jobs.api", logging.ERROR), ("django.request", logging.CRITICAL),
                         ("pgserver", logging.WARNING)):  # fmt: skip
         logging.getLogger(name).setLevel(level)
 
@@ -75,64 +78,83 @@ def _wait_ready(cluster: Cluster, profile: Profile) -> list[str]:
     return [f"workers not all ready within {READY_TIMEOUT_S:.0f} s of starting"]
 
 
+@dataclass
+class Prepared:
+    start: datetime  # the first firing
+    tenant_id: int
+    api_key: str
+    jobs: list[SeededJob]
+    rate: float  # what the schedules define, firings per second
+    plan: list[Fault]
+
+
+def _prepare(cluster: Cluster, profile: Profile, seed: int) -> Prepared:
+    """Servers, the target, the jobs, then the beat nodes and workers."""
+    from beat_engine.clock import SystemClock
+    from bench.soak.seeding import migrate_and_reset, seed_jobs
+
+    cluster.start_services()
+    port = cluster.start_target()
+    _setup_django(cluster)
+    migrate_and_reset()
+    plans = workload(profile.rate, seed)
+    now = SystemClock().now()
+    start = (now + timedelta(seconds=LEAD_S)).replace(microsecond=0)
+    tenant_id, key, jobs = seed_jobs(plans, start=start, port=port, now=now)
+    end_s = profile.window_s - profile.quiet_s
+    plan = fault_plan(seed, start_s=profile.warmup_s, end_s=end_s, rules=profile.rules)
+    print(
+        f"==> {len(jobs)} jobs ({firing_rate(plans):.0f} firings/s) from {start:%H:%M:%S}; "
+        f"{len(plan)} faults planned",
+        flush=True,
+    )
+    cluster.start_processes()
+    return Prepared(start, tenant_id, key, jobs, firing_rate(plans), plan)
+
+
 def soak(profile: Profile, seed: int, write_docs: bool, command: str) -> int:
+    from beat_engine.clock import SystemClock
     from bench.soak.cancels import Canceller
     from bench.soak.collect import collect
     from bench.soak.report import figures, print_report, records, write_timeline
     from bench.soak.report import write_docs as write_section
-    from bench.soak.seeding import migrate_and_reset
-    from bench.soak.seeding import seed as seed_jobs
     from bench.soak.timeline import drain, run_window
 
-    cluster = Cluster(ROOT / ".local" / f"soak-{profile.name}", profile.beat_nodes,
-                      profile.workers, profile.concurrency)  # fmt: skip
+    root = ROOT / ".local" / f"soak-{profile.name}"
+    cluster = Cluster(root, profile.beat_nodes, profile.workers, profile.concurrency)
     commit = _commit()
+    print(
+        f"==> soak {profile.name}: {profile.minutes:g} min at {profile.rate:g}/s, seed {seed}, "
+        f"commit {commit}; files in {root}",
+        flush=True,
+    )
     try:
-        print(
-            f"==> soak {profile.name}: {profile.minutes:g} min at {profile.rate:g}/s, "
-            f"seed {seed}, commit {commit}; files in {cluster.root}",
-            flush=True,
-        )
-        cluster.start_services()
-        port = cluster.start_target()
-        _setup_django(cluster)
-        from beat_engine.clock import SystemClock
-
-        migrate_and_reset()
-        plans = workload(profile.rate, seed)
-        now = SystemClock().now()
-        start = (now + timedelta(seconds=LEAD_S)).replace(microsecond=0)
-        tenant_id, key, jobs = seed_jobs(plans, start=start, port=port, now=now)
-        plan = fault_plan(seed, start_s=profile.warmup_s, end_s=profile.window_s - profile.quiet_s,
-                          rules=profile.rules)  # fmt: skip
-        print(f"==> {len(jobs)} jobs ({firing_rate(plans):.0f} firings/s) from {start:%H:%M:%S}; "
-              f"{len(plan)} faults planned", flush=True)  # fmt: skip
-        cluster.start_processes()
+        ready = _prepare(cluster, profile, seed)
         notes = _wait_ready(cluster, profile)
-        if SystemClock().now() > start:
+        if SystemClock().now() > ready.start:
             notes.append("the processes were not ready before the first firing")
-        canceller = Canceller(tenant_id, key, random.Random(seed + 1))
-        observed = run_window(cluster, profile, actions(plan), canceller,
-                              start_epoch=start.timestamp(), tenant_id=tenant_id)  # fmt: skip
-        cut = start + timedelta(seconds=profile.window_s)
+        canceller = Canceller(ready.tenant_id, ready.api_key, random.Random(seed + 1))
+        observed = run_window(
+            cluster, profile, actions(ready.plan), canceller,
+            start_epoch=ready.start.timestamp(), tenant_id=ready.tenant_id,
+        )  # fmt: skip
+        cut = ready.start + timedelta(seconds=profile.window_s)
         print(f"==> window over at {datetime.now(UTC):%H:%M:%S}; draining", flush=True)
-        drain(cluster, profile, observed, tenant_id=tenant_id, cut=cut)
+        drain(cluster, profile, observed, tenant_id=ready.tenant_id, cut=cut)
         cluster.stop_processes()
         findings = collect(
-            ledger=cluster.ledger_path, jobs=jobs, tenant_id=tenant_id, start=start, cut=cut,
-            canceller=canceller, observed=observed,
+            ledger=cluster.ledger_path, jobs=ready.jobs, tenant_id=ready.tenant_id,
+            start=ready.start, cut=cut, canceller=canceller, observed=observed,
         )  # fmt: skip
         notes += [f"cancel errors: {k} x{n}" for k, n in canceller.errors.items()]
         if findings.unreadable_lines:
             notes.append(f"{findings.unreadable_lines} unreadable ledger lines")
-        write_timeline(cluster.root / "timeline.txt", observed, start.timestamp())
-        values = figures(profile, findings, observed, firing_rate(plans))
+        write_timeline(root / "timeline.txt", observed, ready.start.timestamp())
+        values = figures(profile, findings, observed, ready.rate)
         print_report(values, findings, notes)
         if write_docs:
-            write_section(
-                values, records(findings, observed, profile), command=command, commit=commit,
-                notes=notes,
-            )  # fmt: skip
+            numbers = records(findings, observed, profile)
+            write_section(values, numbers, profile, command=command, commit=commit, notes=notes)
             print("==> wrote the Soak section of docs/benchmarks.md and docs/benchmarks.json")
         return 1 if findings.failed else 0
     finally:
@@ -147,8 +169,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=1, help="draws the faults, jobs and cancels")
     parser.add_argument("--write-docs", action="store_true", help="rewrite the Soak section")
     args = parser.parse_args(argv)
-    if args.minutes is not None and not 0.5 <= args.minutes <= 120:
-        parser.error("--minutes must be between 0.5 and 120")
+    # Under a minute leaves no room for faults between the warm-up and the quiet end.
+    if args.minutes is not None and not 1 <= args.minutes <= 120:
+        parser.error("--minutes must be between 1 and 120")
     if args.rate is not None and not 1 <= args.rate <= 2000:
         parser.error("--rate must be between 1 and 2000")
     profile = chosen(args.quick, args.minutes, args.rate)

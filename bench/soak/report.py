@@ -7,9 +7,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.docs_section import BENCHMARKS_MD, replace_section
+from bench.soak.cluster import CHILD_SETTINGS
 from bench.soak.collect import Findings
 from bench.soak.profiles import Profile
 from bench.soak.timeline import Observed
+from bench.soak.workload import CRITICAL_SHARE, INTERVALS_S, PATH_WEIGHTS, SLOW_S
 
 TITLE = "Soak"
 SOURCE = "soak"
@@ -63,7 +65,10 @@ def figures(
             f"first publish lateness, due {_cause(cause)}: p50 / p99 / max (s)": _spread(values)
             for cause, values in findings.lateness_by_cause.items()
         },
-        "deliveries / attempts": f"{findings.deliveries:,} / {findings.attempts:,}",
+        "deliveries / attempts / deliveries per s over the window": (
+            f"{findings.deliveries:,} / {findings.attempts:,} / "
+            f"{findings.deliveries / profile.window_s:.0f}"
+        ),
         "peak broker messages (queued runs then)": (
             f"{peak.broker_messages:,} ({peak.queued_runs:,})" if peak else "—"
         ),
@@ -96,31 +101,42 @@ def write_timeline(path: Path, observed: Observed, start_epoch: float) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def _method(profile: Profile) -> str:
+    share = {path: f"{100 * weight:g}%" for path, weight in PATH_WEIGHTS.items()}
+    intervals = ", ".join(str(i) for i in INTERVALS_S)
+    return (
+        "Real processes on this 2-core machine (shared with other work): embedded PostgreSQL and "
+        f"Redis, {profile.beat_nodes} `manage.py beat_engine` nodes, {profile.workers} Celery "
+        f"workers (prefork, {profile.concurrency} processes each; run lease "
+        f"{CHILD_SETTINGS['SCHEDULER_RUN_LEASE_S']} s, heartbeat "
+        f"{CHILD_SETTINGS['SCHEDULER_HEARTBEAT_S']} s), and a local HTTP target that appends "
+        f"every request to its own ledger. Interval jobs ({intervals} s) fire at the stated "
+        f"rate; {100 * CRITICAL_SHARE:g}% are critical; {share['/flaky']} answer 503 once, "
+        f"{share['/fail']} always 500 (dead-lettered), {share['/slow']} take {SLOW_S:g} s. Beat "
+        "nodes and workers are SIGKILLed and restarted and Redis is restarted (same socket and "
+        "data folder) at instants drawn from the seed; runs and jobs are cancelled at random, "
+        "half through the REST API, half through the services. *Lost*: a firing the schedules "
+        "define in the window with no effect in the ledger, not dead-lettered, not cancelled by "
+        "the soak and not recorded missed/skipped (a run still unfinished when the drain ends "
+        "counts, by its state). *Duplicate effect*: a critical firing the target applied twice, "
+        "unless the worker process that sent the earlier request was SIGKILLed before it "
+        "recorded the outcome. *Attempt after cancel*: an attempt row that did not exist right "
+        "after the cancel was acknowledged. Lateness is measured from `scheduled_for`. The soak "
+        "fails on lost firings, duplicate effects or attempts after cancel, never on lateness."
+    )
+
+
 def write_docs(
     values: dict[str, str],
     numbers: list[dict[str, object]],
+    profile: Profile,
     *,
     command: str,
     commit: str,
     notes: list[str],
 ) -> None:
     rows = "\n".join(f"| {k} | {v} |" for k, v in values.items())
-    method = (
-        "Real processes on this 2-core machine (shared with other work): embedded PostgreSQL and "
-        "Redis, two `manage.py beat_engine` nodes, two Celery workers (prefork), and a local "
-        "HTTP target that appends every request to its own ledger. Interval jobs (5, 10, 20 and "
-        "30 s) fire at the stated rate; 30% are critical; 8% answer 503 once, 1% always 500 "
-        "(dead-lettered), 2% take 1.5 s. Beat nodes and workers are SIGKILLed and restarted and "
-        "Redis is restarted at seeded random instants; runs and jobs are cancelled at random, "
-        "half through the REST API, half through the services. *Lost*: a firing the schedules "
-        "define in the window with no effect in the ledger, not dead-lettered, not cancelled by "
-        "the soak and not recorded missed/skipped. *Duplicate effect*: a critical firing the "
-        "target applied twice, unless the worker process that delivered the earlier one was "
-        "SIGKILLed before it recorded the outcome. *Attempt after cancel*: an attempt row that "
-        "did not exist right after the cancel was acknowledged. Lateness is measured from "
-        "`scheduled_for`. The soak fails on lost, duplicate effects or attempts after cancel, "
-        "never on lateness."
-    )
+    method = _method(profile)
     extra = "".join(f"- {note}\n" for note in notes)
     section = (
         f"## {TITLE}\n\n"

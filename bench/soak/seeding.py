@@ -31,7 +31,7 @@ def migrate_and_reset() -> None:
         cursor.execute(RESET_SQL)
 
 
-def seed(
+def seed_jobs(
     plans: list[JobPlan], *, start: datetime, port: int, now: datetime
 ) -> tuple[int, str, list[SeededJob]]:
     """Create the tenant, an API key and one interval job per plan; (tenant id, key, jobs)."""

@@ -45,7 +45,9 @@ class Observed:
     unfinished_after_drain: int = 0
 
 
-def _do(cluster: Cluster, action: Action, observed: Observed) -> None:
+def _do(
+    cluster: Cluster, action: Action, observed: Observed, canceller: Canceller | None = None
+) -> None:
     what = f"{action.kind} {action.target} {'up' if action.up else 'down'}"
     observed.events.append((time.time(), what))
     victim = (str(action.kind), action.target)
@@ -69,6 +71,9 @@ def _do(cluster: Cluster, action: Action, observed: Observed) -> None:
         else:
             cluster.start_worker(action.target)
         return
+    if action.kind == FaultKind.WORKER_KILL and canceller is not None:
+        note = canceller.before_worker_kill(cluster.pids(managed))
+        observed.events.append((time.time(), f"before the kill: {note}"))
     pids = cluster.kill(managed)
     observed.faults[action.kind] += 1
     if action.kind == FaultKind.WORKER_KILL:
@@ -128,7 +133,7 @@ def run_window(
         if at >= profile.window_s:
             break
         while pending and pending[0].at_s <= at:
-            _do(cluster, pending.pop(0), observed)
+            _do(cluster, pending.pop(0), observed, canceller)
         _restart_exited(cluster, observed)
         if at >= next_cancel:
             canceller.cancel_run()

@@ -14,9 +14,11 @@ from datetime import UTC, datetime, timedelta
 
 # Target paths of the soak's HTTP server (bench/soak/target.py) and their share of the jobs.
 PATH_WEIGHTS = {
-    "/ok": 0.89,  # answers 200 at once
+    "/ok": 0.905,  # answers 200 at once
     "/flaky": 0.08,  # 503 on the first attempt, 200 on the next: a retry timer
-    "/slow": 0.02,  # answers 200 after SLOW_S: long enough to be cancelled or killed mid-run
+    # Answers 200 after SLOW_S: long enough to be cancelled or killed mid-run, rare enough not
+    # to hold many of the workers' processes.
+    "/slow": 0.005,
     "/fail": 0.01,  # always 500: dead-lettered after its attempts
 }
 SLOW_S = 1.5
