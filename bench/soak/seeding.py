@@ -23,12 +23,21 @@ class SeededJob:
 
 
 def migrate_and_reset() -> None:
+    """Empty tables and an empty Redis: messages and leases a previous soak left in Redis's
+    append-only file would otherwise be served first, for runs that no longer exist."""
+    import redis
+    from django.conf import settings
     from django.core.management import call_command
     from django.db import connection
 
     call_command("migrate", verbosity=0)
     with connection.cursor() as cursor:
         cursor.execute(RESET_SQL)
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        client.flushall()
+    finally:
+        client.close()
 
 
 def seed_jobs(
