@@ -9,7 +9,6 @@ worker started at last runs every run exactly once (docs/architecture.md, Invari
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -43,15 +42,6 @@ FAST = {
     "SCHEDULER_HEARTBEAT_S": "0.3",
 }
 QUEUES = ["scheduler", *(f"scheduler{PRIORITY_SEP}{s}" for s in PRIORITY_STEPS if s)]
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    # A Redis of this test's own: its memory is this test's alone, and it may be flushed.
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 def _messages(client: redis.Redis) -> int:

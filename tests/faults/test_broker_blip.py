@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -48,15 +47,6 @@ FAST = {
     "SCHEDULER_RUN_LEASE_S": "3",
     "SCHEDULER_HEARTBEAT_S": "0.5",
 }
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    # This test's own Redis (append-only file on), so it can drop clients and restart.
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 def _drop_every_client(server: RedisServer) -> None:

@@ -6,7 +6,6 @@ successful attempt, never early and quiescence (docs/architecture.md, Invariants
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -37,16 +36,6 @@ FAST = {
     "SCHEDULER_RUN_LEASE_S": "3",
     "SCHEDULER_HEARTBEAT_S": "0.5",
 }
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    # A Redis of this test's own, so it can be wiped and restarted without touching the
-    # Redis the rest of the suite uses.
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 def _wipe_and_restart(server: RedisServer) -> None:
