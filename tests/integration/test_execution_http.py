@@ -17,6 +17,7 @@ from tests.support.waiting import wait_until
 from tests.support.workers import (
     CeleryWorker,
     HttpTarget,
+    allowed_http_target_fixture,  # noqa: F401  (fixture)
     http_target_fixture,  # noqa: F401  (fixture)
     publish_run,
     wait_for_state,
@@ -30,12 +31,7 @@ def _now() -> datetime:
     return SystemClock().now()
 
 
-@pytest.fixture(autouse=True)
-def _allow_local_target(http_target: HttpTarget, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Local servers are refused unless allowlisted explicitly; this process validates the job
-    # against the same entry the worker was started with.
-    monkeypatch.setitem(settings.SCHEDULER, "HTTP_ALLOWLIST", [f"127.0.0.1:{http_target.port}"])
-    http_target.requests.clear()
+pytestmark = [*pytestmark, pytest.mark.usefixtures("allowed_http_target")]
 
 
 def _run_http(http_target: HttpTarget, path: str, **overrides: Any) -> tuple[Job, JobRun]:

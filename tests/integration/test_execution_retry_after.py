@@ -19,6 +19,7 @@ from tests.support.workers import (
     RETRY_AFTER_S,
     CeleryWorker,
     HttpTarget,
+    allowed_http_target_fixture,  # noqa: F401  (fixture)
     http_target_fixture,  # noqa: F401  (fixture)
     publish_run,
     wait_for_state,
@@ -32,11 +33,7 @@ def _now() -> datetime:
     return SystemClock().now()
 
 
-@pytest.fixture(autouse=True)
-def _allow_local_target(http_target: HttpTarget, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The worker was started with the same allowlist entry (tests/support/workers.py).
-    monkeypatch.setitem(settings.SCHEDULER, "HTTP_ALLOWLIST", [f"127.0.0.1:{http_target.port}"])
-    http_target.requests.clear()
+pytestmark = [*pytestmark, pytest.mark.usefixtures("allowed_http_target")]
 
 
 def _first_attempt_waits(

@@ -253,6 +253,19 @@ def http_target_fixture() -> Iterator[HttpTarget]:
     server.server_close()
 
 
+@pytest.fixture(name="allowed_http_target")
+def allowed_http_target_fixture(
+    http_target: HttpTarget, monkeypatch: pytest.MonkeyPatch
+) -> HttpTarget:
+    """The local target, allowlisted in this process as the worker was started with it (local
+    servers are refused unless allowlisted explicitly), with its request log emptied."""
+    from django.conf import settings
+
+    monkeypatch.setitem(settings.SCHEDULER, "HTTP_ALLOWLIST", [f"127.0.0.1:{http_target.port}"])
+    http_target.requests.clear()
+    return http_target
+
+
 @pytest.fixture(scope="module", name="worker")
 def worker_fixture(
     django_db_setup: None,
