@@ -437,3 +437,10 @@ class PartitionEpoch(models.Model):
 
     def __str__(self) -> str:
         return f"partition {self.partition} @ epoch {self.epoch}"
+
+
+# Recorded decisions (why a firing did not run or ran late) live in their own module; imported
+# here so that Django registers them with the app.
+from jobs.models_reasons import DecisionReason, JobEvent  # noqa: E402
+
+__all__ = ["DecisionReason", "JobEvent"]
