@@ -107,7 +107,9 @@ class Outbox:
                 logger.warning("beat.ledger_failed", extra={"runs": len(sent)}, exc_info=True)
                 return []
         if waiting:
-            mark_published([Pushed(at, tuple(ids)) for at, ids in sorted(waiting.items())])
+            mark_published(
+                [Pushed(at, tuple(ids)) for at, ids in sorted(waiting.items())], restamp=True
+            )
             logger.info(
                 "beat.still_waiting",
                 extra={"node": self._node_id, "runs": sum(len(ids) for ids in waiting.values())},

@@ -138,12 +138,27 @@ def build_message(run: QueuedRun, *, origin: str, epoch: int = 0) -> str:
     return MessageTemplate(origin).render(run, task_id=task_ids(1)[0], epoch=epoch)
 
 
+# The first attempt's publish lag (lateness) is written by the mark of its push, whatever the
+# run did meanwhile: while a spike drains the mark is deferred, and a worker has often started
+# (or finished) the run by then. A started run's due instant is read back from its start lag
+# (started_at - start_lag), because its due_at may have moved on to a retry. published_at, the
+# sweep's hint, is only for runs still queued.
 MARK_PUBLISHED_SQL = f"""
 UPDATE jobs_jobrun
-   SET published_at = %s,
-       lateness = CASE WHEN attempt = 1 AND lateness IS NULL AND due_at IS NOT NULL
-                       THEN %s - due_at ELSE lateness END
- WHERE id = ANY(%s::uuid[]) AND state = '{RunState.QUEUED.value}'
+   SET published_at = CASE WHEN state = '{RunState.QUEUED.value}' THEN %(at)s
+                           ELSE published_at END,
+       lateness = CASE WHEN lateness IS NOT NULL OR attempt <> 1 THEN lateness
+                       WHEN state = '{RunState.QUEUED.value}' THEN %(at)s - due_at
+                       ELSE %(at)s - (started_at - start_lag) END
+ WHERE id = ANY(%(ids)s::uuid[])
+   AND (state = '{RunState.QUEUED.value}' OR (attempt = 1 AND lateness IS NULL))
+"""
+
+# A run found still waiting in the broker gets a new stamp for the sweep, not a lateness: its
+# message went out earlier, when it was pushed.
+RESTAMP_SQL = f"""
+UPDATE jobs_jobrun SET published_at = %(at)s
+ WHERE id = ANY(%(ids)s::uuid[]) AND state = '{RunState.QUEUED.value}'
 """
 
 
@@ -155,8 +170,9 @@ class Pushed:
     run_ids: tuple[uuid.UUID, ...]
 
 
-def mark_published(batches: Sequence[Pushed]) -> None:
-    """Mark pushed runs published, with the instant each was pushed, in one transaction.
+def mark_published(batches: Sequence[Pushed], *, restamp: bool = False) -> None:
+    """Mark pushed runs published, with the instant each was pushed, in one transaction
+    (``restamp``: runs found still waiting, stamped again for the sweep only).
 
     The mark is a hint for the sweep, not a promise: if a crash loses it, the sweep publishes
     the run again and the worker's compare-and-set drops the duplicate. So it need not wait
@@ -167,11 +183,9 @@ def mark_published(batches: Sequence[Pushed]) -> None:
         return
     with transaction.atomic(), server_cursor() as cursor:
         cursor.execute("SET LOCAL synchronous_commit = off")
+        sql = RESTAMP_SQL if restamp else MARK_PUBLISHED_SQL
         for batch in batches:
-            cursor.execute(
-                MARK_PUBLISHED_SQL,
-                [batch.published_at, batch.published_at, uuid_array(batch.run_ids)],
-            )
+            cursor.execute(sql, {"at": batch.published_at, "ids": uuid_array(batch.run_ids)})
 
 
 # A message rendered ahead of its push: run id -> (broker list, message, epoch it carries).

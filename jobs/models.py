@@ -270,8 +270,13 @@ class JobRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Publish time minus due time of the first attempt: how late the scheduler was.
+    # Publish lag of the first attempt: the instant its message went into the broker minus
+    # its due instant (scheduled_for + jitter). Set by the engine's published mark, also when
+    # a worker started the run before that mark was written.
     lateness = models.DurationField(null=True, blank=True)
+    # Start lag of the first attempt: its start minus its due instant, both on the database's
+    # clock (the start statement sets it).
+    start_lag = models.DurationField(null=True, blank=True)
 
     last_error = models.TextField(blank=True, default="")
     result = models.JSONField(null=True, blank=True)

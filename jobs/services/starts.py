@@ -74,7 +74,10 @@ WITH refused AS (
 ), started AS (
     UPDATE jobs_jobrun AS r
        SET state = %(running)s, started_at = %(now)s, heartbeat_at = %(now)s,
-           lease_until = %(lease_until)s, worker = %(worker)s, finished_at = NULL
+           lease_until = %(lease_until)s, worker = %(worker)s, finished_at = NULL,
+           start_lag = COALESCE(r.start_lag, CASE WHEN r.attempt = 1
+                                                  THEN %(now)s - COALESCE(r.due_at, r.scheduled_for)
+                                             END)
       FROM jobs_job AS j
      WHERE r.id = %(run_id)s AND r.attempt = %(attempt)s AND r.state = %(queued)s
        AND NOT r.cancel_requested
