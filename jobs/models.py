@@ -6,6 +6,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
@@ -64,6 +65,15 @@ class JobKind(models.TextChoices):
     ONCE = "once", "One-off"
     CRON = "cron", "Cron"
     INTERVAL = "interval", "Interval"
+    # Runs after its parents (JobDependency), once per root firing; no schedule of its own.
+    DEPENDENT = "dependent", "After its parents"
+
+
+class TriggerRule(models.TextChoices):
+    # Runs when every parent's run for the same logical time succeeded.
+    ALL_SUCCESS = "all_success", "All parents succeeded"
+    # Runs when every parent's run for the same logical time is terminal, whatever its outcome.
+    ALL_DONE = "all_done", "All parents done"
 
 
 class JobStatus(models.TextChoices):
@@ -150,6 +160,13 @@ class Job(models.Model):
     starting_deadline = models.DurationField(null=True, blank=True)
     jitter_window = models.DurationField(default=timedelta(0))
     critical = models.BooleanField(default=False)
+    # When a dependent job runs for a logical time, judged on its parents' runs (docs/dags.md).
+    trigger_rule = models.CharField(
+        max_length=16,
+        choices=TriggerRule.choices,
+        default=TriggerRule.ALL_SUCCESS,
+        db_default=TriggerRule.ALL_SUCCESS.value,
+    )
 
     version = models.PositiveIntegerField(default=1)
     # Client-chosen key for idempotent creation, with a hash of the request that used it.
@@ -185,6 +202,7 @@ class Job(models.Model):
                     Q(kind="once", run_at__isnull=False)
                     | Q(kind="cron", cron_expression__gt="")
                     | Q(kind="interval", interval_seconds__gte=1, anchor_at__isnull=False)
+                    | Q(kind="dependent")
                 ),
                 name="job_schedule_fields_match_kind",
             ),
@@ -196,8 +214,13 @@ class Job(models.Model):
                 name="job_target_fields_match_kind",
             ),
             models.CheckConstraint(
-                condition=~Q(status="active") | Q(next_fire_at__isnull=False),
+                condition=~Q(status="active") | Q(next_fire_at__isnull=False) | Q(kind="dependent"),
                 name="job_active_has_next_fire",
+            ),
+            # The engine's claim never sees a dependent job: it fires only through its parents.
+            models.CheckConstraint(
+                condition=~Q(kind="dependent") | Q(next_fire_at__isnull=True),
+                name="job_dependent_has_no_fire",
             ),
             models.CheckConstraint(
                 condition=Q(max_attempts__gte=1, max_attempts__lte=100),
@@ -224,10 +247,49 @@ class Job(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=JobStatus.values), name="job_status_valid"
             ),
+            models.CheckConstraint(
+                condition=Q(trigger_rule__in=TriggerRule.values), name="job_trigger_rule_valid"
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"
+
+
+class JobDependency(models.Model):
+    """An edge of a tenant's job DAG: ``child`` runs for a logical time after ``parent`` did.
+
+    Written only by jobs.services.dependencies, under the tenant's edge lock, which keeps the
+    graph acyclic and every job's roots on one schedule (docs/architecture.md, lock order).
+    """
+
+    # No single-column indexes: job_dependency_unique (parent, child) serves reads by parent,
+    # job_dependency_child reads by child; the tenant is read through its jobs.
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, related_name="job_edges", db_index=False
+    )
+    parent = models.ForeignKey(
+        Job, on_delete=models.CASCADE, related_name="child_edges", db_index=False
+    )
+    child = models.ForeignKey(
+        Job, on_delete=models.CASCADE, related_name="parent_edges", db_index=False
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "job dependency"
+        verbose_name_plural = "job dependencies"
+        indexes = [models.Index(fields=["child"], name="job_dependency_child")]
+        constraints = [
+            # Its index also serves "children of a parent" (the hand-off's read).
+            models.UniqueConstraint(fields=["parent", "child"], name="job_dependency_unique"),
+            models.CheckConstraint(
+                condition=~Q(parent=models.F("child")), name="job_dependency_not_self"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.parent_id} -> {self.child_id}"
 
 
 class RunTrigger(models.TextChoices):
@@ -235,6 +297,8 @@ class RunTrigger(models.TextChoices):
     MANUAL = "manual", "Triggered manually"
     CATCH_UP = "catch_up", "Catch-up"
     BACKFILL = "backfill", "Backfill"
+    # Created by the hand-off when a parent's run for the same logical time decided it.
+    UPSTREAM = "upstream", "After its parents"
 
 
 class JobRun(models.Model):
@@ -281,6 +345,14 @@ class JobRun(models.Model):
     last_error = models.TextField(blank=True, default="")
     result = models.JSONField(null=True, blank=True)
     replayed_count = models.PositiveIntegerField(default=0)
+    # The parents' runs for the same logical time (scheduled_for) that decided this run.
+    # The database default serves the engine's and backfill's raw INSERTs, which never set it.
+    upstream_run_ids = ArrayField(
+        models.UUIDField(),
+        default=list,
+        db_default=models.Value([], output_field=ArrayField(models.UUIDField())),
+        blank=True,
+    )
     created_at = models.DateTimeField()
 
     class Meta:

@@ -25,6 +25,10 @@ class RunState(models.TextChoices):
     # Its firing was later than the job's starting deadline, so it was not run.
     MISSED = "missed", "Missed"
     CANCELLED = "cancelled", "Cancelled"
+    # Not run because a parent's run for the same logical time did not succeed (a job with
+    # trigger rule all_success); the hand-off creates the run in this state. Replaying the
+    # parent to success re-arms it to pending.
+    UPSTREAM_FAILED = "upstream_failed", "Upstream failed"
 
 
 ALLOWED_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
@@ -60,6 +64,8 @@ ALLOWED_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.SKIPPED: frozenset(),
     RunState.MISSED: frozenset(),
     RunState.CANCELLED: frozenset(),
+    # Re-armed when the parent that failed it is replayed and succeeds.
+    RunState.UPSTREAM_FAILED: frozenset({RunState.PENDING}),
 }
 
 TERMINAL_STATES: frozenset[RunState] = frozenset(
@@ -70,8 +76,11 @@ TERMINAL_STATES: frozenset[RunState] = frozenset(
         RunState.SKIPPED,
         RunState.MISSED,
         RunState.CANCELLED,
+        RunState.UPSTREAM_FAILED,
     }
 )
+# States a run is only ever created in, never moved into (docs/dags.md, failure propagation).
+CREATED_ONLY_STATES: frozenset[RunState] = frozenset({RunState.UPSTREAM_FAILED})
 # States whose due_at is a timer the engine fires.
 TIMER_STATES: frozenset[RunState] = frozenset({RunState.PENDING, RunState.RETRY_WAIT})
 # States in which a run still counts as in flight for the concurrency policy: a run waiting to

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.states import ALLOWED_TRANSITIONS, TERMINAL_STATES, RunState, can_transition, sources_of
+from jobs.states import (
+    ALLOWED_TRANSITIONS,
+    CREATED_ONLY_STATES,
+    TERMINAL_STATES,
+    RunState,
+    can_transition,
+    sources_of,
+)
 
 
 def test_every_state_has_an_entry() -> None:
@@ -19,8 +26,9 @@ def test_final_states_have_no_way_out(state: RunState) -> None:
 
 
 def test_every_state_is_reachable_from_pending() -> None:
-    seen = {RunState.PENDING}
-    frontier = [RunState.PENDING]
+    # A run created in upstream_failed is reachable by creation, and re-armed from there.
+    seen = {RunState.PENDING, *CREATED_ONLY_STATES}
+    frontier = [RunState.PENDING, *CREATED_ONLY_STATES]
     while frontier:
         for target in ALLOWED_TRANSITIONS[frontier.pop()]:
             if target not in seen:
@@ -40,6 +48,9 @@ def test_every_state_is_reachable_from_pending() -> None:
         (RunState.CANCELLED, RunState.QUEUED, False),
         (RunState.PENDING, RunState.SUCCEEDED, False),
         (RunState.DEAD, RunState.PENDING, True),
+        (RunState.UPSTREAM_FAILED, RunState.PENDING, True),
+        (RunState.UPSTREAM_FAILED, RunState.QUEUED, False),
+        (RunState.PENDING, RunState.UPSTREAM_FAILED, False),
     ],
 )
 def test_can_transition(current: RunState, target: RunState, allowed: bool) -> None:
@@ -54,3 +65,8 @@ def test_sources_of_running_is_only_queued() -> None:
 def test_terminal_states_are_those_without_retry_or_replay() -> None:
     for state in TERMINAL_STATES:
         assert RunState.RUNNING not in ALLOWED_TRANSITIONS[state]
+
+
+def test_upstream_failed_is_terminal_and_never_entered_by_a_transition() -> None:
+    assert RunState.UPSTREAM_FAILED in TERMINAL_STATES
+    assert sources_of(RunState.UPSTREAM_FAILED) == frozenset()
