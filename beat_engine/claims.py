@@ -21,6 +21,7 @@ from beat_engine.publisher import QueuedRun
 from beat_engine.quotas import TenantAllowances, within_allowance
 from beat_engine.schedules import ScheduleKind, ScheduleSpec, next_fire_after
 from jobs.models import JobStatus, RunTrigger
+from jobs.models_reasons import ReasonKind
 from jobs.services.dedup import dedup_key_sql
 from jobs.states import RunState
 
@@ -77,6 +78,19 @@ WITH advanced AS (
         ON e.partition = a.partition
     ON CONFLICT (job_id, scheduled_for) DO NOTHING
     RETURNING id
+), missed_ranges AS (
+    -- Why the missed firings did not run: one row per job and catch-up with the range and the
+    -- count, however many firings it skipped (docs/operations.md, "Reasons"). Empty arrays
+    -- (the usual claim, nothing missed) cost the statement nothing measurable.
+    INSERT INTO jobs_decisionreason (job_id, tenant_id, kind, first_at, last_at, count,
+                                     recorded_at, updated_at, detail)
+    SELECT m.job_id, a.tenant_id, '{ReasonKind.MISSED_CATCH_UP.value}', m.first_at, m.last_at,
+           m.count, %(now)s::timestamptz, %(now)s::timestamptz, m.detail
+      FROM unnest(%(miss_jobs)s::uuid[], %(miss_first)s::timestamptz[],
+                  %(miss_last)s::timestamptz[], %(miss_counts)s::bigint[], %(miss_details)s::text[])
+           AS m(job_id, first_at, last_at, count, detail)
+      JOIN advanced a ON a.id = m.job_id
+    ON CONFLICT (job_id, kind, first_at) DO NOTHING
 )
 SELECT true, id FROM advanced UNION ALL SELECT false, id FROM inserted
 """
@@ -100,6 +114,9 @@ class ClaimResult:
     missed: int = 0
     pending: int = 0
     deferred: int = 0
+    # (job, tenant, partition, firing instant) held back by the tenant limit, for the
+    # engine's DeferralLog to record (aggregated, off the claim).
+    deferred_firings: list[tuple[uuid.UUID, int, int, datetime]] = field(default_factory=list)
     fenced_out: FencedOut | None = None
 
 
@@ -115,6 +132,8 @@ class _Batch:
     queued: dict[uuid.UUID, QueuedRun] = field(default_factory=dict)
     pending: set[uuid.UUID] = field(default_factory=set)
     missed: dict[uuid.UUID, int] = field(default_factory=dict)
+    # (job id, first missed, last missed, missed count, policy) for the missed_ranges CTE.
+    missed_ranges: list[tuple[Any, ...]] = field(default_factory=list)
     next_due: dict[uuid.UUID, DueEntry] = field(default_factory=dict)
     partition_of: dict[uuid.UUID, int] = field(default_factory=dict)
 
@@ -123,6 +142,7 @@ class _Batch:
         when the batch is prepared, off the thread that waits for the claim."""
         ids, nexts, lasts, statuses, expected, versions = _columns(self.advance, 6)
         run_ids, run_jobs, scheduled, triggers, states, jitter = _columns(self.runs, 6)
+        m_jobs, m_first, m_last, m_counts, m_details = _columns(self.missed_ranges, 5)
         return {
             "job_ids": uuid_array(ids), "nexts": timestamp_array(nexts),
             "lasts": timestamp_array(lasts), "statuses": text_array(statuses),
@@ -130,6 +150,9 @@ class _Batch:
             "run_ids": uuid_array(run_ids), "run_jobs": uuid_array(run_jobs),
             "scheduled": timestamp_array(scheduled), "triggers": text_array(triggers),
             "states": text_array(states), "jitter_us": int_array(jitter),
+            "miss_jobs": uuid_array(m_jobs), "miss_first": timestamp_array(m_first),
+            "miss_last": timestamp_array(m_last), "miss_counts": int_array(m_counts),
+            "miss_details": text_array(m_details),
         }  # fmt: skip
 
 
@@ -208,6 +231,14 @@ def _plan(
     return plan.run, plan.missed, plan.missed_count, plan.next_fire_at
 
 
+def _missed_detail(row: Sequence[object]) -> str:
+    deadline = row[14]
+    policy = f"catch-up policy {row[12]}"
+    if isinstance(deadline, timedelta):
+        return f"{policy}, starting deadline {deadline.total_seconds():g} s"
+    return policy
+
+
 def _add_job(batch: _Batch, row: Sequence[object], now: datetime) -> None:
     job_id, partition, due, version = row[0], row[2], row[9], row[16]
     assert isinstance(job_id, uuid.UUID)
@@ -222,6 +253,10 @@ def _add_job(batch: _Batch, row: Sequence[object], now: datetime) -> None:
         batch.runs.append((uuid.uuid4(), job_id, instant, trigger, RunState.MISSED, jitter_us))
     if missed_count:
         batch.missed[job_id] = missed_count
+        # Every policy runs the newest due firings, so the oldest missed is the due instant.
+        batch.missed_ranges.append(
+            (job_id, due, missed[-1] if missed else due, missed_count, _missed_detail(row))
+        )
     queue, priority = str(row[10]), row[11]
     assert isinstance(priority, int)
     for scheduled_for in runs:
@@ -367,6 +402,7 @@ def _within_quota(
         result.next_due.append(
             DueEntry(now + QUOTA_RETRY, row[0], row[2], _tenant(row), fire_at=row[9])
         )
+        result.deferred_firings.append((row[0], _tenant(row), row[2], row[9]))
     result.deferred = len(defer)
     return take
 

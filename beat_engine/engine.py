@@ -14,6 +14,7 @@ from beat_engine import metrics
 from beat_engine.claims import commit_claim, prepare_claim
 from beat_engine.clock import Clock
 from beat_engine.config import EngineConfig
+from beat_engine.deferrals import DeferralLog
 from beat_engine.errors import FencedOut
 from beat_engine.fencing import epochs_current
 from beat_engine.heap import DueEntry, DueHeap, interleave_by_tenant
@@ -28,12 +29,19 @@ from beat_engine.publisher import Publisher, QueuedRun, Rendered
 from beat_engine.quotas import TenantAllowances
 from beat_engine.sweep import sweep_lost_publishes
 from beat_engine.timers import fire_timers
+from jobs.services.reasons import reasons_purge
 
 logger = logging.getLogger("beat_engine")
 
 # Most sweep batches (of claim_batch runs) per sweep: a takeover after a spike may find tens
 # of thousands of runs to send, but one tick must not starve lease renewal.
 _SWEEP_BATCHES_PER_TICK = 10
+
+# How often tenant-limit deferrals counted in memory are written (beat_engine/deferrals.py).
+_DEFERRALS_FLUSH_S = 5.0
+# How often a node purges decision reasons and job events past their retention; every node
+# does (a delete of what another node already deleted finds nothing).
+_REASONS_PURGE_S = 600.0
 
 
 class BeatEngine:
@@ -63,11 +71,15 @@ class BeatEngine:
         # at a time; only non-empty while more than one batch is due.
         self._backlog: list[DueEntry] = []
         self._quotas = TenantAllowances()
+        # Tenant-limit deferrals, counted here and written every _DEFERRALS_FLUSH_S.
+        self._deferrals = DeferralLog()
         now_mono = clock.monotonic()
         self._next_refresh_mono = now_mono
         self._next_full_refresh_mono = now_mono
         self._next_timer_mono = now_mono
         self._next_sweep_mono = now_mono
+        self._next_deferrals_mono = now_mono + _DEFERRALS_FLUSH_S
+        self._next_purge_mono = now_mono + _REASONS_PURGE_S
         self._stop_claims_at = now_mono
         # One thread (and connection) that prepares the next batch while a backlog drains.
         self._preparer = Preparer()
@@ -108,6 +120,12 @@ class BeatEngine:
         if mono >= self._next_sweep_mono:
             self._sweep(self.clock.now())
             self._next_sweep_mono = mono + self.config.sweep_s
+        if mono >= self._next_deferrals_mono:
+            self._deferrals.flush()
+            self._next_deferrals_mono = mono + _DEFERRALS_FLUSH_S
+        if mono >= self._next_purge_mono:
+            self._purge_reasons(self.clock.now())
+            self._next_purge_mono = mono + _REASONS_PURGE_S
         return 0.0 if busy else self._sleep_for()
 
     def run(self, stop: threading.Event) -> None:
@@ -137,6 +155,7 @@ class BeatEngine:
         except DatabaseError:
             # Harmless: the new owner's sweep republishes the unmarked runs (at-least-once).
             logger.warning("beat.mark_failed", extra={"node": self.config.node_id}, exc_info=True)
+        self._deferrals.flush()
         self._forget(self.ownership.release_all())
         if self.feed is not None:
             self.feed.close()
@@ -337,6 +356,8 @@ class BeatEngine:
         batch.committed, batch.reloading = True, frozenset(result.refused)
         due = batch.entries
         self._push_within_horizon(result.next_due)
+        if result.deferred_firings:
+            self._deferrals.add(result.deferred_firings, now=batch.now)
         self._fenced(result.fenced_out)
         if result.refused:
             # Changed under the claim (edited, paused): their rows now say when they are due.
@@ -369,6 +390,11 @@ class BeatEngine:
     def _head_due(self) -> bool:
         head = self.heap.peek()
         return head is not None and head.due_at <= self.clock.now()
+
+    def _purge_reasons(self, now: datetime) -> None:
+        deleted = reasons_purge(now=now)
+        if any(deleted.values()):
+            logger.info("beat.reasons_purged", extra={"node": self.config.node_id, **deleted})
 
     def _fire_timers(self, now: datetime) -> None:
         epochs = self.ownership.usable_epochs(self.clock.monotonic())

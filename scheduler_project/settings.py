@@ -204,6 +204,11 @@ SCHEDULER: dict[str, Any] = {
     "RUN_AT_GRACE_S": env_int("SCHEDULER_RUN_AT_GRACE_S", 300, minimum=0),
     "RUN_AT_MAX_HORIZON_DAYS": env_int("SCHEDULER_RUN_AT_MAX_HORIZON_DAYS", 5 * 366, minimum=1),
     "DEAD_LETTER_QUEUE": env_str("SCHEDULER_DEAD_LETTER_QUEUE", "scheduler.dead_letters"),
+    # Recorded decision reasons (docs/operations.md, "Reasons"): a run published later than
+    # this after its instant is explained as late; reasons and job events older than the
+    # retention are purged by the beat nodes.
+    "LATE_AFTER_S": env_float("SCHEDULER_LATE_AFTER_S", 1.0, minimum=0.0),
+    "REASON_RETENTION_DAYS": env_int("SCHEDULER_REASON_RETENTION_DAYS", 30, minimum=1),
 }
 # Modules of client code that register callable targets and declare schedules.
 SCHEDULER_CLIENT_MODULES = env_list("SCHEDULER_CLIENT_MODULES", ["scheduler_project.demo"])

@@ -26,8 +26,10 @@ from jobs.models import (
     RunTrigger,
     Tenant,
 )
+from jobs.models_reasons import JobEventKind
 from jobs.notify import notify_job_changed
 from jobs.services.dedup import dedup_key_for
+from jobs.services.job_events import job_event_record, job_schedule_fields
 from jobs.services.runs import runs_cancel_of_job
 from jobs.states import IN_FLIGHT_STATES, RunState
 
@@ -317,10 +319,12 @@ def job_update(
     # An unchanged run_at may lie in the past by now; only a new one must be in the future.
     kind, spec = _spec_from_input(data, now=now, check_run_at=data.run_at != job.run_at)
     _validate_input(data)
+    previous = job_schedule_fields(job)
     _apply_input(job, data, kind, spec)
     if schedule_changed:
         job.next_fire_at = _first_fire(kind, spec, now=now)
     _bump(job, now=now)
+    job_event_record(job, JobEventKind.UPDATED, detail=previous)
     return job
 
 
@@ -333,6 +337,7 @@ def job_pause(*, job_id: uuid.UUID, expected_version: int | None = None, now: da
         raise InvalidTransition(f"only an active job can be paused; this one is {job.status}")
     job.status = JobStatus.PAUSED
     _bump(job, now=now)
+    job_event_record(job, JobEventKind.PAUSED)
     return job
 
 
@@ -349,6 +354,7 @@ def job_resume(*, job_id: uuid.UUID, expected_version: int | None = None, now: d
     job.status = JobStatus.ACTIVE
     job.status_reason = ""
     _bump(job, now=now)
+    job_event_record(job, JobEventKind.RESUMED)
     return job
 
 
@@ -366,6 +372,7 @@ def job_cancel(*, job_id: uuid.UUID, expected_version: int | None = None, now: d
     job.next_fire_at = None
     runs_cancel_of_job(job_id=job.id, now=now)
     _bump(job, now=now)
+    job_event_record(job, JobEventKind.CANCELLED)
     return job
 
 
