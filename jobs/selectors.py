@@ -11,6 +11,11 @@ from django.db.models import Count, QuerySet
 from beat_engine.schedules import ScheduleSpec, preview_fires
 from jobs.models import DeadLetter, Job, JobRun, Tenant
 
+# The DAG reads live in their own module; re-exported so callers find every read path here.
+from jobs.selectors_graph import GRAPH_MAX_JOBS as GRAPH_MAX_JOBS
+from jobs.selectors_graph import JobGraph as JobGraph
+from jobs.selectors_graph import job_graph as job_graph
+
 PREVIEW_MAX = 100
 
 
@@ -26,7 +31,8 @@ class JobSummary:
 def job_list(
     *, tenant: Tenant, status: str | None = None, name: str | None = None
 ) -> QuerySet[Job]:
-    jobs = Job.objects.filter(tenant=tenant)
+    # Each job's parents (depends_on) come with the page in one more query, not one per job.
+    jobs = Job.objects.filter(tenant=tenant).prefetch_related("parent_edges")
     if status:
         jobs = jobs.filter(status=status)
     if name:

@@ -28,6 +28,14 @@ class RunOut(serializers.Serializer[Any]):
     run_id = serializers.UUIDField(source="id")
     job_id = serializers.UUIDField()
     scheduled_for = AwareDateTimeField()
+    logical_time = AwareDateTimeField(
+        source="scheduled_for",
+        help_text="The root firing this run belongs to; every run of one DAG run shares it.",
+    )
+    upstream_run_ids = serializers.ListField(
+        child=serializers.UUIDField(),
+        help_text="The parents' runs for the same logical time that decided this run.",
+    )
     trigger = serializers.CharField()
     state = serializers.CharField()
     attempt = serializers.IntegerField()
