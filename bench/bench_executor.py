@@ -1,8 +1,9 @@
 """Executor throughput: runs/s one worker process completes, and its overhead per run.
 
-Run manually (not in CI):  .venv/bin/python bench/bench_executor.py [--runs 2000]
+Run manually (not in CI):  .venv/bin/python bench/bench_executor.py [--runs 2000] [--quick]
 Uses DATABASE_URL/REDIS_URL when both are set, else starts embedded servers in .local/bench.
-Prints the figures and rewrites the "## Execution" section of docs/benchmarks.md.
+Prints the figures and rewrites the "## Execution" section of docs/benchmarks.md (not with
+--quick, which only prints, for before/after pairs while changing the executor).
 """
 
 from __future__ import annotations
@@ -131,8 +132,14 @@ def _bench_bare(runs: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=None, help="default 2000, 500 with --quick")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="500 runs, no synchronous_commit=off pass, prints the figures and writes no docs",
+    )
     args = parser.parse_args()
+    args.runs = args.runs or (500 if args.quick else 2000)
     services = _services()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
     os.environ["SCHEDULER_CLIENT_MODULES"] = "scheduler_project.demo,bench.bench_tasks"
@@ -156,18 +163,27 @@ def main() -> int:
         finally:
             os.killpg(worker.pid, 15)
             worker.wait()
-        # Same run with commits not waiting for the WAL flush, to show what fsync costs here.
-        worker = _worker({**os.environ, "PGOPTIONS": "-c synchronous_commit=off"}, log)
-        try:
-            _bench_executor(50)
-            async_s = _bench_executor(args.runs)
-        finally:
-            os.killpg(worker.pid, 15)
-            worker.wait()
+        async_s = 0.0
+        if not args.quick:
+            # Same run with commits not waiting for the WAL flush, to show what fsync costs here.
+            worker = _worker({**os.environ, "PGOPTIONS": "-c synchronous_commit=off"}, log)
+            try:
+                _bench_executor(50)
+                async_s = _bench_executor(args.runs)
+            finally:
+                os.killpg(worker.pid, 15)
+                worker.wait()
     finally:
         if services is not None:
             services.stop()
     bare_ms, exec_ms = bare_s / args.runs * 1000, exec_s / args.runs * 1000
+    if args.quick:
+        print(
+            f"executor {args.runs / exec_s:,.0f} runs/s ({exec_ms:.2f} ms/run), bare task "
+            f"{args.runs / bare_s:,.0f} runs/s ({bare_ms:.2f} ms/run), overhead "
+            f"{exec_ms - bare_ms:.2f} ms/run"
+        )
+        return 0
     section = (
         "## Execution\n\n"
         f"Measured {datetime.now(UTC):%Y-%m-%d} with `.venv/bin/python bench/bench_executor.py "

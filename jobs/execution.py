@@ -11,14 +11,15 @@ import threading
 import uuid
 from datetime import datetime
 
+from celery import states
 from django.conf import settings
 
 from beat_engine.backoff import retry_delay
 from beat_engine.clock import Clock
-from jobs import cancel_watch
-from jobs.metrics import counter_inc
+from jobs import cancel_watch, metrics
+from jobs.models import TargetKind
 from jobs.outcomes import Disposition, ResultKind, TargetResult, disposition_for
-from jobs.services import runs, starts
+from jobs.services import run_results, runs, starts
 from jobs.services.starts import StartedRun
 from jobs.states import AttemptOutcome, RunState
 from jobs.target_threads import abandon_target, run_target
@@ -112,7 +113,7 @@ def _supervise(
             "execution.target.abandoned",
             extra={"run_id": str(run.id), "attempt": run.attempt, "abandoned_targets": held},
         )
-        counter_inc("scheduler_abandoned_targets_total")
+        metrics.ABANDONED_TARGETS.inc()
     # Whatever the target returns after being told to stop, the stop reason is the outcome:
     # a cooperative target returns early precisely because its work was cut short.
     return TargetResult(stopped, error=_stop_message(stopped, run))
@@ -123,7 +124,7 @@ def _heartbeat(run: StartedRun, clock: Clock) -> ResultKind | None:
         beat = runs.run_heartbeat(run_id=run.id, attempt=run.attempt, now=clock.now())
     except Exception:  # boundary of the heartbeat loop: log, count, keep heartbeating
         logger.exception("execution.heartbeat.failed", extra={"run_id": str(run.id)})
-        counter_inc("scheduler_heartbeat_errors_total")
+        metrics.HEARTBEAT_ERRORS.inc()
         return None
     if not beat.alive:
         logger.warning(
@@ -159,29 +160,30 @@ def run_execute(
 def _execute(
     *, run_id: uuid.UUID, attempt: int, clock: Clock, worker: str | None, wake: threading.Event
 ) -> ExecutionOutcome:
-    started = starts.run_start(
-        run_id=run_id, attempt=attempt, worker=worker or worker_name(), now=clock.now()
-    )
+    worker_id = worker or worker_name()
+    started_at = clock.now()
+    started = starts.run_start(run_id=run_id, attempt=attempt, worker=worker_id, now=started_at)
     if started.outcome == starts.StartOutcome.STALE:
         # At-least-once delivery: a redelivered or superseded message finds nothing to flip.
         logger.info(
             "execution.delivery.duplicate", extra={"run_id": str(run_id), "attempt": attempt}
         )
-        counter_inc("scheduler_duplicate_deliveries_total")
+        metrics.DUPLICATE_DELIVERIES.inc()
         return ExecutionOutcome.STALE
     if started.outcome == starts.StartOutcome.SKIPPED:
-        counter_inc("scheduler_runs_skipped_total", labels={"reason": started.policy})
+        metrics.RUNS_SKIPPED.labels(reason=started.policy).inc()
         return ExecutionOutcome.SKIPPED
     if started.outcome == starts.StartOutcome.DEFERRED:
-        counter_inc("scheduler_runs_deferred_total", labels={"reason": started.policy})
+        metrics.RUNS_DEFERRED.labels(reason=started.policy).inc()
         return ExecutionOutcome.DEFERRED
     run = started.run
     assert run is not None
+    metrics.START_LAG.labels(queue=run.queue).observe(run.start_lag_s)
     if run.key_done:
         # No duplicate effect (docs/architecture.md, Invariants): this firing's key already
         # completed, so its effect must not happen again.
         # The start statement looked the key up, for critical jobs only.
-        counter_inc("scheduler_dedup_hits_total", labels={"source": "executor"})
+        metrics.DEDUP_HITS.labels(source="executor").inc()
         result = TargetResult(ResultKind.DUPLICATE, error="key already completed")
     else:
         context = RunContext(
@@ -194,8 +196,40 @@ def _execute(
             payload=run.payload,
             now=clock.now(),
         )
+        began = clock.monotonic()
         result = _supervise(run, context, clock, wake)
-    return _record(run, result, clock.now())
+        metrics.RUN_DURATION.labels(target_kind=run.target.kind).observe(clock.monotonic() - began)
+    finished_at = clock.now()
+    final = _record(run, result, finished_at)
+    # After the outcome's commit, never inside it: the stored copy cannot delay or fail it.
+    run_results.result_record_quietly(
+        run_results.AttemptResult(
+            run_id=run.id,
+            attempt=run.attempt,
+            job_id=run.job_id,
+            target=run.target.url if run.target.kind == TargetKind.HTTP else run.target.name,
+            status=_result_status(final, result),
+            result=result.result,
+            error=result.error,
+            traceback=result.traceback,
+            worker=worker_id,
+            started_at=started_at,
+            finished_at=finished_at,
+            accepted=final != ExecutionOutcome.REFUSED,
+        )
+    )
+    return final
+
+
+def _result_status(final: ExecutionOutcome, result: TargetResult) -> str:
+    """The attempt's Celery state in its stored result (jobs/services/run_results.py)."""
+    if final == ExecutionOutcome.REFUSED:
+        # Superseded: the state says what the target did; the result's meta says it was refused.
+        ran = result.kind in (ResultKind.SUCCESS, ResultKind.DUPLICATE)
+        return states.SUCCESS if ran else states.FAILURE
+    if final in (ExecutionOutcome.SUCCEEDED, ExecutionOutcome.DUPLICATE):
+        return states.SUCCESS
+    return states.REVOKED if final == ExecutionOutcome.CANCELLED else states.FAILURE
 
 
 _ATTEMPT_OUTCOMES = {
@@ -276,7 +310,11 @@ def _record(run: StartedRun, result: TargetResult, now: datetime) -> ExecutionOu
             "execution.completion.refused",
             extra={"run_id": str(run.id), "attempt": run.attempt, "outcome": final.value},
         )
-        counter_inc("scheduler_stale_completions_total")
+        metrics.STALE_COMPLETIONS.inc()
         return ExecutionOutcome.REFUSED
-    counter_inc("scheduler_runs_finished_total", labels={"outcome": final.value})
+    metrics.RUNS_FINISHED.labels(outcome=final.value).inc()
+    if final == ExecutionOutcome.RETRY_WAIT:
+        metrics.RETRIES.labels(target_kind=run.target.kind).inc()
+    elif final == ExecutionOutcome.DEAD:
+        metrics.DEAD_LETTERS.inc()
     return final

@@ -33,6 +33,8 @@ class TargetResult:
     # The shortest wait before the next attempt that the target asked for (an HTTP
     # Retry-After, already capped by RETRY_AFTER_MAX_S); the backoff never undercuts it.
     retry_after: timedelta | None = None
+    # The traceback of an exception the target raised, kept with the attempt's stored result.
+    traceback: str = ""
 
 
 class Disposition(enum.Enum):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -208,9 +209,17 @@ def invoke_guarded(invoke: Callable[[], TargetResult]) -> TargetResult:
     except StaleAttempt as exc:
         return TargetResult(ResultKind.LOST, error=str(exc))
     except PermanentFailure as exc:
-        return TargetResult(ResultKind.PERMANENT, error=f"PermanentFailure: {exc}")
+        return TargetResult(
+            ResultKind.PERMANENT,
+            error=f"PermanentFailure: {exc}",
+            traceback=traceback.format_exc(),
+        )
     except Exception as exc:  # noqa: BLE001 - boundary: any error of client code is an outcome
-        return TargetResult(ResultKind.RETRYABLE, error=f"{type(exc).__name__}: {exc}")
+        return TargetResult(
+            ResultKind.RETRYABLE,
+            error=f"{type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc(),
+        )
 
 
 def job_timeout_s(target: TargetSpec) -> float:
