@@ -9,7 +9,7 @@ from drf_spectacular.views import (
     SpectacularSwaggerView,
 )
 
-from jobs.api import views, views_graph, views_runs
+from jobs.api import views, views_explain, views_graph, views_runs
 
 app_name = "v1"
 
@@ -20,6 +20,7 @@ urlpatterns = [
     path("jobs/<uuid:job_id>/trigger", views.JobTriggerView.as_view(), name="job-trigger"),
     path("jobs/<uuid:job_id>/runs", views_runs.JobRunsView.as_view(), name="job-runs"),
     path("jobs/<uuid:job_id>/graph", views_graph.JobGraphView.as_view(), name="job-graph"),
+    path("jobs/<uuid:job_id>/explain", views_explain.JobExplainView.as_view(), name="job-explain"),
     path("runs/<uuid:run_id>", views_runs.RunItemView.as_view(), name="run-detail"),
     path("runs/<uuid:run_id>/cancel", views_runs.RunCancelView.as_view(), name="run-cancel"),
     path("dead-letters", views_runs.DeadLetterCollectionView.as_view(), name="dead-letter-list"),

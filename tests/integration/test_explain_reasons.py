@@ -155,7 +155,8 @@ def test_a_firing_held_back_by_its_tenant_limit_is_deferred_then_late(
     )
     engine.tick()
     run = JobRun.objects.get(job=waiting)
-    assert run.lateness is not None and run.lateness >= timedelta(seconds=7)
+    assert run.lateness is not None
+    assert run.lateness >= timedelta(seconds=7)
     late = explain_firing(waiting, due, now=clock.now())
     assert late.verdict == Verdict.DEFERRED_TENANT_LIMIT
     assert late.run_id == str(run.id)

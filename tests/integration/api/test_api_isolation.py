@@ -28,6 +28,7 @@ FOREIGN_CALLS: dict[str, Call] = {
     "trigger job": lambda c, ids: c.post(f"/v1/jobs/{ids['job']}/trigger"),
     "list runs": lambda c, ids: c.get(f"/v1/jobs/{ids['job']}/runs"),
     "job graph": lambda c, ids: c.get(f"/v1/jobs/{ids['job']}/graph"),
+    "explain job": lambda c, ids: c.get(f"/v1/jobs/{ids['job']}/explain", at="2026-01-02T08:00Z"),
     "get run": lambda c, ids: c.get(f"/v1/runs/{ids['run']}"),
     "cancel run": lambda c, ids: c.post(f"/v1/runs/{ids['run']}/cancel"),
     "replay dead letter": lambda c, ids: c.post(f"/v1/dead-letters/{ids['dead_letter']}/replay"),
