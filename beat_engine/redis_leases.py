@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import redis
 
-LEASE_KEY = "sched:lease:{partition}"
-NODES_KEY = "sched:nodes"
+from beat_engine.lease_keys import LEASE_KEY, NODES_KEY
+
+__all__ = ["LEASE_KEY", "NODES_KEY", "RedisLeaseStore"]
+
 # Published when a node leaves, so the others rebalance at once instead of at their next renewal.
 NODES_CHANNEL = "sched:nodes:changed"
 

@@ -1,0 +1,17 @@
+"""Where partition leases and the live-node registry live in Redis.
+
+Kept apart from the lease store (beat_engine/redis_leases.py) so that read-only views of
+ownership, such as the status pages, can find the keys without importing the engine's adapter.
+"""
+
+from __future__ import annotations
+
+# Value: the id of the node holding the partition's lease; expires with the lease (PX).
+LEASE_KEY = "sched:lease:{partition}"
+# Sorted set: member a node id, score the Redis-clock millisecond its registration expires
+# (its last heartbeat plus the lease TTL).
+NODES_KEY = "sched:nodes"
+
+
+def lease_key(partition: int) -> str:
+    return LEASE_KEY.format(partition=partition)

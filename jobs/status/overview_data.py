@@ -1,0 +1,181 @@
+"""The overview's numbers, each one SQL statement bounded by time.
+
+Every statement reads runs by ``scheduled_for`` inside a window that ends at the database's
+clock (the last hour, at most the last 24 hours), never the whole history, and runs under a
+statement timeout so that a slow read empties one panel instead of holding the page.
+Per-minute buckets are cut by ``date_bin`` in PostgreSQL, so only 60 rows per series leave
+the database. docs/status.md lists what each panel counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from django.db import DatabaseError, connection, transaction
+
+from jobs.models import JobRun
+from jobs.states import RunState
+
+T = TypeVar("T")
+
+HOUR = timedelta(hours=1)
+DAY = timedelta(hours=24)
+MINUTE = timedelta(minutes=1)
+STATEMENT_TIMEOUT_MS = 5000
+FAILURES_SHOWN = 10
+FAILED_STATES = (RunState.FAILED.value, RunState.DEAD.value)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The last hour in whole minutes: ``start`` is 59 minutes before ``now``'s minute."""
+
+    now: datetime
+    start: datetime
+
+    @classmethod
+    def ending(cls, now: datetime) -> Window:
+        minute = now.replace(second=0, microsecond=0)
+        return cls(now=now, start=minute - 59 * MINUTE)
+
+    @property
+    def minutes(self) -> list[datetime]:
+        return [self.start + i * MINUTE for i in range(60)]
+
+    def seconds_in(self, minute: datetime) -> float:
+        """How much of a bucket has passed: 60, except for the current minute."""
+        return max(min((self.now - minute).total_seconds(), 60.0), 1.0)
+
+
+@dataclass(frozen=True)
+class MinuteFigures:
+    firings: int
+    # Seconds; None when no run of that minute has been published (started) yet.
+    publish_p50: float | None
+    publish_p99: float | None
+    start_p50: float | None
+    start_p99: float | None
+
+
+def _tenant_clause(tenant_id: int | None, column: str = "tenant_id") -> tuple[str, list[Any]]:
+    return (f" AND {column} = %s", [tenant_id]) if tenant_id is not None else ("", [])
+
+
+def _rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+@contextmanager
+def _timeout() -> Iterator[None]:
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = %s", [STATEMENT_TIMEOUT_MS])
+        yield
+
+
+def bounded(read: Callable[[], T]) -> T | None:
+    """Run one panel's read under the statement timeout; None if it failed or took too long."""
+    try:
+        with _timeout():
+            return read()
+    except DatabaseError:
+        return None
+
+
+def firings_and_lateness(window: Window, *, tenant_id: int | None) -> dict[datetime, MinuteFigures]:
+    """Runs per minute of their firing instant, and the p50/p99 of their publish lag
+    (``lateness``: due to in the broker) and start lag (due to started)."""
+    clause, extra = _tenant_clause(tenant_id)
+    rows = _rows(
+        f"""
+        SELECT date_bin('1 minute', scheduled_for, %s) AS minute, count(*),
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM lateness)),
+               percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM lateness)),
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM start_lag)),
+               percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM start_lag))
+          FROM jobs_jobrun
+         WHERE scheduled_for >= %s AND scheduled_for <= %s{clause}
+         GROUP BY 1
+        """,
+        [window.start, window.start, window.now, *extra],
+    )
+    return {
+        row[0]: MinuteFigures(int(row[1]), *(None if v is None else float(v) for v in row[2:]))
+        for row in rows
+    }
+
+
+def runs_by_state(window: Window, *, tenant_id: int | None) -> list[tuple[str, int, int]]:
+    """(state, runs due in the last hour, runs due in the last 24 hours), in state order."""
+    clause, extra = _tenant_clause(tenant_id)
+    rows = _rows(
+        f"""
+        SELECT state, count(*) FILTER (WHERE scheduled_for >= %s), count(*)
+          FROM jobs_jobrun
+         WHERE scheduled_for >= %s AND scheduled_for <= %s{clause}
+         GROUP BY state
+        """,
+        [window.now - HOUR, window.now - DAY, window.now, *extra],
+    )
+    counts = {state: (int(hour), int(day)) for state, hour, day in rows}
+    return [(state, *counts[state]) for state in RunState.values if state in counts]
+
+
+def retries_per_minute(window: Window, *, tenant_id: int | None) -> dict[datetime, int]:
+    """Attempts after the first queued in each minute, of runs due in the last 24 hours.
+
+    The runs are found by their firing instant (the bound); their attempts through
+    attempt_unique_per_run, so the attempts table is never scanned."""
+    clause, extra = _tenant_clause(tenant_id, "r.tenant_id")
+    rows = _rows(
+        f"""
+        SELECT date_bin('1 minute', a.queued_at, %s), count(*)
+          FROM jobs_jobrun r
+          JOIN jobs_runattempt a ON a.run_id = r.id AND a.attempt >= 2
+         WHERE r.scheduled_for >= %s AND r.scheduled_for <= %s AND r.attempt >= 2{clause}
+           AND a.queued_at >= %s AND a.queued_at <= %s
+         GROUP BY 1
+        """,
+        [window.start, window.now - DAY, window.now, *extra, window.start, window.now],
+    )
+    return {minute: int(count) for minute, count in rows}
+
+
+def dead_letters_per_minute(window: Window, *, tenant_id: int | None) -> dict[datetime, int]:
+    """Runs moved to the dead letters in each minute, read per tenant through
+    dead_letter_tenant_moved (tenant, -moved_at): one index range per tenant."""
+    clause, extra = _tenant_clause(tenant_id, "t.id")
+    rows = _rows(
+        f"""
+        SELECT date_bin('1 minute', d.moved_at, %s), count(*)
+          FROM jobs_tenant t
+          JOIN LATERAL (SELECT moved_at FROM jobs_deadletter
+                         WHERE tenant_id = t.id AND moved_at >= %s AND moved_at <= %s) d ON true
+         WHERE true{clause}
+         GROUP BY 1
+        """,
+        [window.start, window.start, window.now, *extra],
+    )
+    return {minute: int(count) for minute, count in rows}
+
+
+def latest_failures(window: Window, *, tenant_id: int | None) -> list[JobRun]:
+    """The newest failed or dead-lettered runs due in the last 24 hours."""
+    runs = JobRun.objects.filter(
+        state__in=FAILED_STATES,
+        scheduled_for__gte=window.now - DAY,
+        scheduled_for__lte=window.now,
+    )
+    if tenant_id is not None:
+        runs = runs.filter(tenant_id=tenant_id)
+    return list(
+        runs.select_related("job", "tenant").order_by("-finished_at", "-scheduled_for")[
+            :FAILURES_SHOWN
+        ]
+    )
