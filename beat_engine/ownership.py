@@ -56,9 +56,18 @@ class Ownership:
         gained = [p for p in sorted(plan.acquire) if self._acquire(p)]
         self.next_due_mono = sent + cfg.lease_renew_s
         if gained or lost:
+            # One line per rebalance, however many partitions moved: a node starting alone
+            # takes all of them (64 by default) and says so once. Each lease's epoch is in
+            # the partition_epoch table.
             logger.info(
                 "beat.lease.owned",
-                extra={"node": self.node, "owned": sorted(self.leases), "live_nodes": live},
+                extra={
+                    "node": self.node,
+                    "gained": gained,
+                    "lost": sorted(lost),
+                    "owned": sorted(self.leases),
+                    "live_nodes": live,
+                },
             )
         return gained, lost
 
@@ -98,10 +107,6 @@ class Ownership:
             ttl_s=cfg.lease_ttl_s, renew_s=cfg.lease_renew_s,
         )  # fmt: skip
         count(LEASES_ACQUIRED)
-        logger.info(
-            "beat.lease.acquired",
-            extra={"node": self.node, "partition": partition, "epoch": epoch},
-        )
         return True
 
     def drop(self, partitions: Iterable[int], *, reason: str = "fenced") -> list[int]:

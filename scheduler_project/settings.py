@@ -9,6 +9,7 @@ from scheduler_project.env import (
     celery_broker_from_redis_url,
     database_from_url,
     env_bool,
+    env_choice,
     env_float,
     env_int,
     env_list,
@@ -104,13 +105,19 @@ SECURE_HSTS_PRELOAD = SECURE_DEPLOYMENT
 # The health check is polled over plain HTTP by load balancers inside the network.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 
+# json: one object per line with the event's fields, for log pipelines (the default).
+# text: one readable line per event with the process's name; scripts/run sets it.
+SCHEDULER_LOG_FORMAT = env_choice("SCHEDULER_LOG_FORMAT", "json", ("json", "text"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "beat_engine.log_format.JsonLineFormatter"},
+        "text": {"()": "beat_engine.log_format.TextLineFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": SCHEDULER_LOG_FORMAT}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

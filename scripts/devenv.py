@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from beat_engine.clock import SystemClock  # noqa: E402
+from beat_engine.log_format import label_line  # noqa: E402
 from scheduler_project.embedded import EmbeddedServices  # noqa: E402
 
 PYTHON = sys.executable
@@ -72,10 +75,22 @@ def _manage(env: dict[str, str], *args: str) -> None:
     subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
+def _relay(proc: subprocess.Popen[bytes], label: str) -> None:
+    """Print a child's output, every line in the text log shape with the child's label."""
+    assert proc.stdout is not None
+    clock = SystemClock()
+    for raw in proc.stdout:
+        line = raw.decode(errors="replace").rstrip("\n")
+        if line.strip():
+            print(label_line(line, label, at=clock.now()), flush=True)
+
+
 def run_system(port: int, concurrency: int) -> int:
     signal.signal(signal.SIGTERM, _raise_stop)
     with services("run") as env:
         env.setdefault("DJANGO_DEBUG", "false")
+        # Readable lines for people; production keeps the JSON default.
+        env.setdefault("SCHEDULER_LOG_FORMAT", "text")
         _manage(env, "migrate", "--noinput", "-v", "0")
         _manage(env, "collectstatic", "--noinput", "-v", "0")
         _manage(env, "seed_demo", "--port", str(port))
@@ -90,8 +105,8 @@ def run_system(port: int, concurrency: int) -> int:
                 "--access-logfile",
                 "-",
             ],
-            "beat": [PYTHON, "manage.py", "beat_engine"],
-            "worker": [
+            "beat-1": [PYTHON, "manage.py", "beat_engine", "--node-id", "beat-1"],
+            "worker-1": [
                 str(BIN / "celery"),
                 "-A",
                 "scheduler_project",
@@ -105,7 +120,15 @@ def run_system(port: int, concurrency: int) -> int:
         procs: dict[str, subprocess.Popen[bytes]] = {}
         try:
             for name, cmd in commands.items():
-                procs[name] = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
+                procs[name] = subprocess.Popen(
+                    cmd,
+                    cwd=ROOT,
+                    env={**env, "SCHEDULER_PROCESS_NAME": name},
+                    start_new_session=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                )
+                threading.Thread(target=_relay, args=(procs[name], name), daemon=True).start()
                 print(f"==> started {name} (pid {procs[name].pid})", flush=True)
             print(
                 f"==> web on http://127.0.0.1:{port}/admin/  (Ctrl-C stops everything)", flush=True

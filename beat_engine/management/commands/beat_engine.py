@@ -9,11 +9,13 @@ import threading
 from types import FrameType
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from beat_engine.config import EngineConfig
 from beat_engine.layout import LayoutMismatch, layout_ensure
-from beat_engine.runtime import JsonLineFormatter, build_engine
+from beat_engine.log_format import JsonLineFormatter, TextLineFormatter
+from beat_engine.runtime import build_engine
 
 
 class Command(BaseCommand):
@@ -22,18 +24,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--node-id", default=None, help="stable name of this node")
         parser.add_argument(
-            "--log-format", choices=["json", "plain"], default="json",
-            help="json: one object per line with the event's fields",
+            "--log-format", choices=["json", "text"], default=settings.SCHEDULER_LOG_FORMAT,
+            help="json: one object per line with the event's fields; text: one readable line "
+            "per event (default: SCHEDULER_LOG_FORMAT)",
         )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["log_format"] == "json":
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(JsonLineFormatter())
-            engine_logger = logging.getLogger("beat_engine")
-            engine_logger.addHandler(handler)
-            engine_logger.setLevel(logging.INFO)
-            engine_logger.propagate = False
+        handler = logging.StreamHandler(sys.stderr)
+        formatter = JsonLineFormatter() if options["log_format"] == "json" else TextLineFormatter()
+        handler.setFormatter(formatter)
+        engine_logger = logging.getLogger("beat_engine")
+        engine_logger.addHandler(handler)
+        engine_logger.setLevel(logging.INFO)
+        engine_logger.propagate = False
         config = EngineConfig.from_settings(node_id=options["node_id"])
         try:
             # Jobs in partitions this engine does not know would never fire: refuse to start.
