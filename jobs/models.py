@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import BrinIndex
 from django.db import models
 from django.db.models import Q
 
@@ -386,6 +387,10 @@ class JobRun(models.Model):
                 name="run_sent_unstarted",
                 condition=Q(state="queued", published_at__isnull=False),
             ),
+            # Sustained-lateness check (jobs.services.lateness_alerts): recent runs by creation
+            # time. BRIN keeps one summary per range of pages, so inserts cost next to nothing
+            # and, on PostgreSQL 16, updates of a run stay HOT.
+            BrinIndex(fields=["created_at"], name="run_created_brin", autosummarize=True),
             # Concurrency policy: the job's runs in flight (jobs.states.IN_FLIGHT_STATES).
             models.Index(
                 fields=["job"],
@@ -516,8 +521,20 @@ class PartitionEpoch(models.Model):
         return f"partition {self.partition} @ epoch {self.epoch}"
 
 
-# Recorded decisions (why a firing did not run or ran late) live in their own module; imported
-# here so that Django registers them with the app.
+# Recorded decisions (why a firing did not run or ran late) and notification webhooks with
+# their delivery outbox live in modules of their own; imported here so that Django registers
+# them with the app.
+from jobs.models_notifications import (  # noqa: E402
+    LatenessAlert,
+    NotificationDelivery,
+    NotificationWebhook,
+)
 from jobs.models_reasons import DecisionReason, JobEvent  # noqa: E402
 
-__all__ = ["DecisionReason", "JobEvent"]
+__all__ = [
+    "DecisionReason",
+    "JobEvent",
+    "LatenessAlert",
+    "NotificationDelivery",
+    "NotificationWebhook",
+]
