@@ -6,6 +6,9 @@ import django.contrib.postgres.fields
 import django.db.models.deletion
 from django.db import migrations, models
 
+from jobs.services.dag_handoff import INSTALL_SQL as HANDOFF_INSTALL_SQL
+from jobs.services.dag_handoff import UNINSTALL_SQL as HANDOFF_UNINSTALL_SQL
+
 
 class Migration(migrations.Migration):
     dependencies = [("jobs", "0004_run_sent_unstarted")]
@@ -223,4 +226,7 @@ class Migration(migrations.Migration):
                 name="run_state_valid",
             ),
         ),
+        # The hand-off: row triggers creating the children's runs in the transaction of the
+        # parent's deciding outcome (jobs/services/dag_handoff.py).
+        migrations.RunSQL(HANDOFF_INSTALL_SQL, HANDOFF_UNINSTALL_SQL),
     ]

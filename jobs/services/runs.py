@@ -18,6 +18,7 @@ from psycopg.types.json import Jsonb
 from jobs.metrics import counter_inc
 from jobs.models import DeadLetter, JobRun, RunAttempt
 from jobs.notify import notify_runs_cancelled
+from jobs.services import dag_handoff
 from jobs.services.dedup import dedup_ttl
 from jobs.states import AttemptOutcome, RunState, sources_of
 
@@ -155,7 +156,7 @@ WITH finished AS (
       FROM finished AS f
      WHERE a.run_id = f.id AND a.attempt = f.attempt
 ){keyed}
-SELECT job_id, tenant_id, state FROM finished
+SELECT job_id, tenant_id, state, {child_partitions} FROM finished
 """
 
 # dedup_record's upsert, fed by the CAS: a key the callable already recorded with its effect
@@ -266,6 +267,9 @@ def _finish(
     sql = _FINISH_SQL.format(
         assignments=_assignments(values, divert=to in _DIVERTIBLE),
         keyed=_RECORD_KEY_CTE if record_key else "",
+        # The hand-off trigger wrote the children's runs with this statement; the partitions
+        # of the job's children say which engine nodes to wake (jobs/services/dag_handoff.py).
+        child_partitions=dag_handoff.CHILD_PARTITIONS_SQL.format(job_id="finished.job_id"),
     )
     params = {
         **values,
@@ -284,6 +288,8 @@ def _finish(
     if row is None:
         _note_refused(run_id=run_id, attempt=attempt, outcome=outcome, error=error, now=now)
         return None
+    if row[2] != RunState.RETRY_WAIT:
+        dag_handoff.wake_children(list(row[3]))
     return _Finished(job_id=row[0], tenant_id=row[1], state=RunState(row[2]))
 
 

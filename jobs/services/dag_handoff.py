@@ -1,0 +1,212 @@
+"""The hand-off between a parent's run and its children's runs for the same logical time T.
+
+Where it happens: a row trigger on ``jobs_jobrun`` (installed by migration 0005, SQL below)
+fires when a run reaches a terminal state, by update or by insert, so the child runs are
+written in the very transaction, and by the very statement, that records the parent's deciding
+outcome, whichever path recorded it: a worker's outcome (succeeded, failed, dead, cancelled),
+the start's policy skip, a cancel, the engine's missed firings and expired leases. A crash right
+after that commit loses nothing (nothing lost, docs/architecture.md, Invariants): the child's
+run is a ``pending`` row due at the parent's finish, which the engine's timers queue like any
+pending run, and the outbox sweep republishes it if its message is lost. The wake-up
+(``wake_children``) only saves the wait for the next timer poll.
+
+What it writes, set-based, for a parent run of job P at T that ended in state S:
+
+* S = succeeded: every child of P whose trigger rule is now met gets a run for T, ``pending``
+  and due at once (all_success: every parent's run for T succeeded; all_done: every parent's
+  run for T is terminal); an all_success child whose run for T is ``upstream_failed`` (a parent
+  failed, was replayed and now succeeded) is re-armed to ``pending``.
+* S = failed, dead, cancelled, skipped or missed: every all_success descendant reachable
+  through all_success jobs (a recursive CTE) gets a run for T in ``upstream_failed``, naming the
+  failed run; then every all_done child of P or of those descendants whose parents' runs for T
+  are all terminal (upstream_failed included) gets its pending run.
+
+Races: two parents of one child finishing at once each see the other's run as it was before
+their own statement, so each could conclude "not yet" (or both "now"). Each hand-off therefore
+takes a transaction advisory lock on (child, T) for every child with more than one parent,
+in key order, before reading the parents' runs in a new statement: the second one waits until
+the first commits and then reads its outcome. The unique firing key (job, scheduled_for) with
+ON CONFLICT decides the rest (one run per firing, docs/architecture.md, Invariants). Those
+locks are taken by the hand-off alone, after the parent's run row, so they add no edge to the
+job-then-runs lock order (one lock order, docs/architecture.md, Invariants).
+
+The statements run in the trigger's PL/pgSQL, each on a fresh READ COMMITTED snapshot (a
+VOLATILE function), which is what makes "lock, then read" see what committed meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import redis
+from django.db import transaction
+
+from jobs.models import RunTrigger
+from jobs.notify import CHANGES_CHANNEL, redis_client
+from jobs.services.dedup import dedup_key_sql
+from jobs.states import TERMINAL_STATES, RunState
+
+logger = logging.getLogger(__name__)
+
+# States that decide a child's run for T when a parent's run enters them. upstream_failed is
+# left out of the trigger: only the hand-off writes it, and it propagates it itself.
+_DECIDING = sorted(state.value for state in TERMINAL_STATES - {RunState.UPSTREAM_FAILED})
+_TERMINAL = sorted(state.value for state in TERMINAL_STATES)
+
+
+def _sql_list(values: list[str]) -> str:
+    return ", ".join(f"'{value}'" for value in values)
+
+
+_RUN_COLUMNS = (
+    "id, job_id, tenant_id, partition, scheduled_for, trigger, state, due_at, attempt, epoch, "
+    "dedup_key, finished_at, last_error, created_at, worker, cancel_requested, replayed_count, "
+    "upstream_run_ids"
+)
+
+# The function the triggers call. Kept here, beside what it means; migration 0005 installs it
+# (CREATE OR REPLACE), and tests/integration/test_dag_handoff.py checks that the installed body
+# is this one, so a change here without a migration fails the build.
+HANDOFF_FUNCTION_SQL = f"""
+CREATE OR REPLACE FUNCTION jobs_run_handoff() RETURNS trigger
+LANGUAGE plpgsql VOLATILE AS $handoff$
+DECLARE
+    t timestamptz := NEW.scheduled_for;
+    -- The parent's finish, written with the caller's (database) clock; the children are due
+    -- then, i.e. at once.
+    at_ timestamptz := COALESCE(NEW.finished_at, clock_timestamp());
+    failed boolean := NEW.state <> '{RunState.SUCCEEDED.value}';
+    doomed uuid[] := '{{}}';
+    candidates uuid[];
+    reason text;
+BEGIN
+    -- Most jobs have no children: one probe of job_dependency_unique (parent, child).
+    IF NOT EXISTS (SELECT 1 FROM jobs_jobdependency WHERE parent_id = NEW.job_id) THEN
+        RETURN NULL;
+    END IF;
+    IF failed THEN
+        WITH RECURSIVE down(job_id) AS (
+            SELECT d.child_id FROM jobs_jobdependency d JOIN jobs_job j ON j.id = d.child_id
+             WHERE d.parent_id = NEW.job_id AND j.trigger_rule = 'all_success'
+               AND j.status <> 'cancelled'
+            UNION
+            SELECT d.child_id FROM down JOIN jobs_jobdependency d ON d.parent_id = down.job_id
+              JOIN jobs_job j ON j.id = d.child_id
+             WHERE j.trigger_rule = 'all_success' AND j.status <> 'cancelled'
+        )
+        SELECT COALESCE(array_agg(job_id), '{{}}') INTO doomed FROM down;
+    END IF;
+    -- Children whose trigger rule this outcome may have met.
+    SELECT COALESCE(array_agg(DISTINCT d.child_id), '{{}}') INTO candidates
+      FROM jobs_jobdependency d JOIN jobs_job j ON j.id = d.child_id
+     WHERE d.parent_id = ANY(array_prepend(NEW.job_id, doomed)) AND j.status <> 'cancelled'
+       AND (NOT failed OR j.trigger_rule = 'all_done');
+    -- Serialise with the other parents' hand-offs of the same child and T (module docstring).
+    PERFORM pg_advisory_xact_lock(s.k) FROM (
+        SELECT DISTINCT hashtextextended(c.id::text,
+                                         (extract(epoch FROM t) * 1000000)::bigint) AS k
+          FROM unnest(candidates) AS c(id)
+         WHERE (SELECT count(*) FROM (SELECT 1 FROM jobs_jobdependency d
+                                       WHERE d.child_id = c.id LIMIT 2) AS two) > 1
+         ORDER BY k) AS s;
+    IF cardinality(doomed) > 0 THEN
+        SELECT format('upstream failed: run %s of job %s (%s) for %s ended %s',
+                      NEW.id, j.name, j.id, t, NEW.state)
+          INTO reason FROM jobs_job j WHERE j.id = NEW.job_id;
+        WITH ids AS (SELECT x.job_id, gen_random_uuid() AS id FROM unnest(doomed) AS x(job_id))
+        INSERT INTO jobs_jobrun ({_RUN_COLUMNS})
+        SELECT ids.id, j.id, j.tenant_id, j.partition, t, '{RunTrigger.UPSTREAM.value}',
+               '{RunState.UPSTREAM_FAILED.value}', NULL, 0, 0, {dedup_key_sql("j.id", "t")},
+               at_, reason, at_, '', false, 0,
+               ARRAY(SELECT COALESCE(r.id, p.id)
+                       FROM jobs_jobdependency d
+                       LEFT JOIN jobs_jobrun r ON r.job_id = d.parent_id AND r.scheduled_for = t
+                       LEFT JOIN ids p ON p.job_id = d.parent_id
+                      WHERE d.child_id = j.id AND COALESCE(r.id, p.id) IS NOT NULL
+                      ORDER BY 1)
+          FROM ids JOIN jobs_job j ON j.id = ids.job_id
+        ON CONFLICT (job_id, scheduled_for) DO NOTHING;
+    END IF;
+    INSERT INTO jobs_jobrun ({_RUN_COLUMNS})
+    SELECT gen_random_uuid(), j.id, j.tenant_id, j.partition, t, '{RunTrigger.UPSTREAM.value}',
+           '{RunState.PENDING.value}', at_, 0, 0, {dedup_key_sql("j.id", "t")},
+           NULL, '', at_, '', false, 0, ups.ids
+      FROM unnest(candidates) AS c(id)
+      JOIN jobs_job j ON j.id = c.id
+     CROSS JOIN LATERAL (
+           SELECT COALESCE(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.id IS NOT NULL),
+                           '{{}}') AS ids,
+                  count(*) AS parents,
+                  count(*) FILTER (WHERE r.state = '{RunState.SUCCEEDED.value}') AS ok,
+                  count(*) FILTER (WHERE r.state IN ({_sql_list(_TERMINAL)})) AS done
+             FROM jobs_jobdependency d
+             LEFT JOIN jobs_jobrun r ON r.job_id = d.parent_id AND r.scheduled_for = t
+            WHERE d.child_id = j.id) AS ups
+     WHERE CASE j.trigger_rule WHEN 'all_done' THEN ups.done ELSE ups.ok END = ups.parents
+    ON CONFLICT (job_id, scheduled_for) DO UPDATE
+       SET state = EXCLUDED.state, due_at = EXCLUDED.due_at, finished_at = NULL,
+           last_error = '', upstream_run_ids = EXCLUDED.upstream_run_ids
+     WHERE jobs_jobrun.state = '{RunState.UPSTREAM_FAILED.value}';
+    RETURN NULL;
+END
+$handoff$;
+"""
+
+# Row triggers with a WHEN clause: the condition is checked in C for every row and the
+# function runs only for runs entering a deciding state, so claims (queued inserts),
+# heartbeats (no state column set) and timers (to queued) pay nothing measurable.
+HANDOFF_TRIGGERS_SQL = f"""
+DROP TRIGGER IF EXISTS jobs_run_handoff_insert ON jobs_jobrun;
+CREATE TRIGGER jobs_run_handoff_insert AFTER INSERT ON jobs_jobrun FOR EACH ROW
+    WHEN (NEW.state IN ({_sql_list(_DECIDING)}))
+    EXECUTE FUNCTION jobs_run_handoff();
+DROP TRIGGER IF EXISTS jobs_run_handoff_update ON jobs_jobrun;
+CREATE TRIGGER jobs_run_handoff_update AFTER UPDATE OF state ON jobs_jobrun FOR EACH ROW
+    WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.state IN ({_sql_list(_DECIDING)}))
+    EXECUTE FUNCTION jobs_run_handoff();
+"""
+
+UNINSTALL_SQL = """
+DROP TRIGGER IF EXISTS jobs_run_handoff_insert ON jobs_jobrun;
+DROP TRIGGER IF EXISTS jobs_run_handoff_update ON jobs_jobrun;
+DROP FUNCTION IF EXISTS jobs_run_handoff();
+"""
+
+INSTALL_SQL = HANDOFF_FUNCTION_SQL + HANDOFF_TRIGGERS_SQL
+
+
+def wake_message(partitions: list[int]) -> str:
+    """The change-feed message that makes the owners of ``partitions`` fire their timers now
+    (beat_engine/notifications.py reads it)."""
+    return json.dumps({"timers": sorted(partitions)})
+
+
+# The partitions of a run's job's children, for the outcome statement's result (one probe of
+# job_dependency_unique for a job without children).
+CHILD_PARTITIONS_SQL = """
+ARRAY(SELECT DISTINCT j.partition FROM jobs_jobdependency d JOIN jobs_job j ON j.id = d.child_id
+       WHERE d.parent_id = {job_id})
+"""
+
+
+def wake_children(partitions: list[int]) -> None:
+    """Once the parent's outcome commits, wake the engine nodes owning its children's
+    partitions so they queue the children's pending runs now, not at their next timer poll.
+
+    Only a hint (Redis is a hint, docs/architecture.md, Invariants): the child runs are
+    committed with the outcome, so a lost message (Redis down, this process killed right after
+    the commit) only delays them to the owner's next timer poll (timer_poll_s, 0.5 s); a run
+    queued and never pushed is found by the outbox sweep.
+    """
+    if not partitions:
+        return
+    message = wake_message(partitions)
+
+    def publish() -> None:
+        try:
+            redis_client().publish(CHANGES_CHANNEL, message)
+        except redis.RedisError:
+            logger.warning("dag.wake_failed", exc_info=True)
+
+    transaction.on_commit(publish)
