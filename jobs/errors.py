@@ -43,3 +43,16 @@ class IdempotencyKeyReused(SchedulerError):
     def __init__(self, key: str) -> None:
         super().__init__(f"idempotency key {key!r} was already used with a different request")
         self.key = key
+
+
+class HasDependents(SchedulerError):
+    """The job has live dependent jobs; cancelling it alone would leave them never running."""
+
+    def __init__(self, dependents: list[tuple[str, str]]) -> None:
+        # (job id, name) of each live direct dependent, by name.
+        listed = ", ".join(f"{name!r} ({job_id})" for job_id, name in dependents)
+        super().__init__(
+            f"the job has live dependents: {listed}; cancel them first, or cancel with "
+            "cascade to cancel them too"
+        )
+        self.dependents = dependents

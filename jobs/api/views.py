@@ -67,6 +67,18 @@ def _idempotency_key(request: Request, body_key: str | None) -> str:
     return body_key or header
 
 
+def _cascade_from(request: Request) -> bool:
+    unknown = set(request.query_params) - {"cascade"}
+    if unknown:
+        raise InvalidInput(sorted(unknown)[0], "is not a parameter of this endpoint")
+    values = request.query_params.getlist("cascade")
+    if not values:
+        return False
+    if len(values) > 1 or values[0] not in ("true", "false"):
+        raise InvalidInput("cascade", "must be given once, as true or false")
+    return values[0] == "true"
+
+
 def _job_url(request: Request, job_id: uuid.UUID) -> str:
     return request.build_absolute_uri(reverse("v1:job-detail", args=[job_id]))
 
@@ -216,13 +228,23 @@ class JobItemView(ApiView):
 
     @extend_schema(
         operation_id="jobs_cancel",
-        parameters=[IF_MATCH],
+        parameters=[
+            IF_MATCH,
+            OpenApiParameter(
+                "cascade",
+                bool,
+                OpenApiParameter.QUERY,
+                description="Cancel the job's dependents, and theirs, too; without it a job "
+                "with live dependents answers 409 naming them.",
+            ),
+        ],
         responses={200: JobOut, **errors(404, 409)},
     )
     def delete(self, request: Request, job_id: uuid.UUID) -> Response:
         job = selectors.job_get(tenant=self.tenant, job_id=job_id)
         expected = _version_from(request, None)
-        job = job_cancel(job_id=job.id, expected_version=expected, now=self.now)
+        cascade = _cascade_from(request)
+        job = job_cancel(job_id=job.id, expected_version=expected, now=self.now, cascade=cascade)
         return Response(JobOut(job).data)
 
 

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from jobs.errors import IdempotencyKeyReused, InvalidInput, VersionConflict
 from jobs.models import Job, JobStatus, Tenant
 from jobs.notify import notify_job_changed
+from jobs.services import dependencies
 from jobs.services.jobs import (
     JobInput,
     job_build,
@@ -68,6 +69,18 @@ def job_create_idempotent(
     return job, True
 
 
+def _edges_create_many(built: Sequence[Job], items: Sequence[JobInput], *, now: datetime) -> None:
+    # Parents are existing jobs (a new job's id is not known to the client), so no item can
+    # close a cycle; each item's roots are checked as a single create checks them.
+    for index, (job, data) in enumerate(zip(built, items, strict=True)):
+        if not data.depends_on:
+            continue
+        try:
+            dependencies.edges_create_for_new(job, data.depends_on, now=now)
+        except InvalidInput as exc:
+            raise InvalidInput(f"jobs[{index}].{exc.field}", exc.message) from None
+
+
 @transaction.atomic
 def job_create_many(*, tenant: Tenant, items: Sequence[JobInput], now: datetime) -> list[Job]:
     """Validate every job, then insert them all in one statement; one bad item rejects all.
@@ -76,6 +89,9 @@ def job_create_many(*, tenant: Tenant, items: Sequence[JobInput], now: datetime)
     """
     if not 1 <= len(items) <= BULK_MAX:
         raise InvalidInput("jobs", f"give between 1 and {BULK_MAX} jobs")
+    if any(data.depends_on for data in items):
+        # Before any row is written or locked (one lock order, docs/architecture.md, Invariants).
+        dependencies.lock_tenant_dag(tenant.id)
     built: list[Job] = []
     seen: dict[str, int] = {}
     for index, data in enumerate(items):
@@ -104,6 +120,7 @@ def job_create_many(*, tenant: Tenant, items: Sequence[JobInput], now: datetime)
         )
         field = f"jobs[{seen[taken]}].name" if taken is not None else "jobs"
         raise InvalidInput(field, f"a job named {taken!r} already exists") from None
+    _edges_create_many(built, items, now=now)
     for job in built:
         notify_job_changed(job_id=str(job.id), partition=job.partition)
     return built
@@ -123,7 +140,11 @@ def job_patch(
     The current definition is read under the row lock, so fields the caller did not send are
     never overwritten with a stale copy read before someone else's update.
     """
-    # FOR NO KEY UPDATE, as every job lock (one lock order, docs/architecture.md, Invariants).
+    # A definition change may change the job's DAG: the tenant's DAG lock comes before the row
+    # lock, FOR NO KEY UPDATE as every job lock (one lock order, docs/architecture.md,
+    # Invariants).
+    if changes:
+        dependencies.lock_dag_of_job(job_id)
     job = Job.objects.select_for_update(no_key=True).get(id=job_id)
     if expected_version is not None and job.version != expected_version:
         raise VersionConflict(expected=expected_version, actual=job.version)

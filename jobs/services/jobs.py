@@ -14,7 +14,7 @@ from beat_engine.backoff import RetryPolicy
 from beat_engine.partitions import partition_for
 from beat_engine.schedules import ScheduleKind, ScheduleSpec, next_fire_after
 from jobs import validation
-from jobs.errors import InvalidInput, InvalidTransition, VersionConflict
+from jobs.errors import HasDependents, InvalidInput, InvalidTransition, VersionConflict
 from jobs.models import (
     CatchUpPolicyChoice,
     ConcurrencyPolicy,
@@ -25,9 +25,11 @@ from jobs.models import (
     JobStatus,
     RunTrigger,
     Tenant,
+    TriggerRule,
 )
 from jobs.models_reasons import JobEventKind
 from jobs.notify import notify_job_changed
+from jobs.services import dependencies
 from jobs.services.dedup import dedup_key_for
 from jobs.services.job_events import job_event_record, job_schedule_fields
 from jobs.services.runs import runs_cancel_of_job
@@ -65,6 +67,9 @@ class JobInput:
     jitter_window: timedelta = timedelta(0)
     critical: bool = False
     source: str = JobSource.API
+    # Parent jobs (docs/dags.md): with any, the job is dependent and has no schedule of its own.
+    depends_on: list[uuid.UUID] | None = None
+    trigger_rule: str = TriggerRule.ALL_SUCCESS
 
 
 SCHEDULE_FIELDS = ("cron", "interval", "run_at")
@@ -91,8 +96,19 @@ def _interval_seconds(data: JobInput) -> int | None:
 
 def _spec_from_input(
     data: JobInput, *, now: datetime, check_run_at: bool = True
-) -> tuple[str, ScheduleSpec]:
+) -> tuple[str, ScheduleSpec | None]:
     given = [name for name in SCHEDULE_FIELDS if getattr(data, name) is not None]
+    if data.depends_on:
+        dependencies.normalize_parents(data.depends_on)
+        if given:
+            # The API names the cron field "schedule"; the others keep their names.
+            field = "schedule" if given[0] == "cron" else given[0]
+            raise InvalidInput(
+                field,
+                "not allowed with depends_on: a job with parents runs at its roots' times",
+            )
+        validation.validate_timezone(data.timezone)
+        return JobKind.DEPENDENT, None
     if len(given) != 1:
         which = "none" if not given else " and ".join(given)
         raise InvalidInput(
@@ -134,6 +150,8 @@ def _validate_input(data: JobInput) -> None:
         raise InvalidInput(
             "concurrency_policy", f"must be one of {', '.join(ConcurrencyPolicy.values)}"
         )
+    if data.trigger_rule not in TriggerRule.values:
+        raise InvalidInput("trigger_rule", f"must be one of {', '.join(TriggerRule.values)}")
     if data.catchup_policy not in CatchUpPolicyChoice.values:
         raise InvalidInput(
             "catchup.policy", f"must be one of {', '.join(CatchUpPolicyChoice.values)}"
@@ -164,14 +182,14 @@ def _first_fire(kind: str, spec: ScheduleSpec, *, now: datetime) -> datetime:
     return fire
 
 
-def _apply_input(job: Job, data: JobInput, kind: str, spec: ScheduleSpec) -> None:
+def _apply_input(job: Job, data: JobInput, kind: str, spec: ScheduleSpec | None) -> None:
     job.name = validation.validate_name(data.name)
     job.description = data.description
     job.source = data.source
     job.kind = kind
     job.cron_expression = data.cron or ""
     job.interval_seconds = _interval_seconds(data)
-    job.anchor_at = spec.anchor if kind == JobKind.INTERVAL else None
+    job.anchor_at = spec.anchor if spec is not None and kind == JobKind.INTERVAL else None
     job.run_at = data.run_at
     job.timezone = data.timezone
     job.target_kind = data.target_kind
@@ -193,6 +211,7 @@ def _apply_input(job: Job, data: JobInput, kind: str, spec: ScheduleSpec) -> Non
     job.starting_deadline = data.starting_deadline
     job.jitter_window = data.jitter_window
     job.critical = data.critical
+    job.trigger_rule = data.trigger_rule
 
 
 def _save_new(job: Job) -> None:
@@ -221,7 +240,8 @@ def job_build(*, tenant: Tenant, data: JobInput, now: datetime) -> Job:
         updated_at=now,
     )
     _apply_input(job, data, kind, spec)
-    job.next_fire_at = _first_fire(kind, spec, now=now)
+    # A dependent job never fires on its own: the engine's claim reads only jobs due.
+    job.next_fire_at = _first_fire(kind, spec, now=now) if spec is not None else None
     return job
 
 
@@ -242,7 +262,11 @@ def job_create(
     job = job_build(tenant=tenant, data=data, now=now)
     job.idempotency_key = idempotency_key
     job.request_hash = request_hash
+    if data.depends_on:
+        dependencies.lock_tenant_dag(tenant.id)
     _save_new(job)
+    if data.depends_on:
+        dependencies.edges_create_for_new(job, data.depends_on, now=now)
     notify_job_changed(job_id=str(job.id), partition=job.partition)
     return job
 
@@ -279,6 +303,8 @@ def job_input_from(job: Job) -> JobInput:
         starting_deadline=job.starting_deadline,
         jitter_window=job.jitter_window,
         critical=job.critical,
+        depends_on=dependencies.parent_ids_of(job.id) or None,
+        trigger_rule=job.trigger_rule,
     )
 
 
@@ -303,7 +329,13 @@ def _bump(job: Job, *, now: datetime) -> None:
 def job_update(
     *, job_id: uuid.UUID, data: JobInput, expected_version: int | None, now: datetime
 ) -> Job:
-    """Replace the job's definition; a stale ``expected_version`` raises VersionConflict."""
+    """Replace the job's definition; a stale ``expected_version`` raises VersionConflict.
+
+    Parents and schedule both decide which logical times a job's DAG shares, so every update
+    takes the tenant's DAG lock first, before the row lock (one lock order,
+    docs/architecture.md, Invariants), and checks the graph again inside the transaction.
+    """
+    dependencies.lock_dag_of_job(job_id)
     job = _lock(job_id, expected_version)
     if job.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
         raise InvalidTransition(f"a {job.status} job cannot be changed")
@@ -322,8 +354,12 @@ def job_update(
     previous = job_schedule_fields(job)
     _apply_input(job, data, kind, spec)
     if schedule_changed:
-        job.next_fire_at = _first_fire(kind, spec, now=now)
+        job.next_fire_at = _first_fire(kind, spec, now=now) if spec is not None else None
     _bump(job, now=now)
+    edges_changed = dependencies.edges_set(job, data.depends_on or [], now=now)
+    if schedule_changed and not edges_changed:
+        # A root's new schedule must still be the one of every other root of its descendants.
+        dependencies.check_roots_agree([job.id], field="schedule", descendants=True)
     job_event_record(job, JobEventKind.UPDATED, detail=previous)
     return job
 
@@ -349,7 +385,7 @@ def job_resume(*, job_id: uuid.UUID, expected_version: int | None = None, now: d
         return job
     if job.status != JobStatus.PAUSED:
         raise InvalidTransition(f"only a paused job can be resumed; this one is {job.status}")
-    if job.next_fire_at is None:
+    if job.next_fire_at is None and job.kind != JobKind.DEPENDENT:
         job.next_fire_at = _first_fire(job.kind, schedule_spec(job), now=now)
     job.status = JobStatus.ACTIVE
     job.status_reason = ""
@@ -358,16 +394,51 @@ def job_resume(*, job_id: uuid.UUID, expected_version: int | None = None, now: d
     return job
 
 
+def _cancel_downstream(job: Job, *, cascade: bool, now: datetime) -> None:
+    """Refuse to strand live dependents, or (cascade) cancel every live job below ``job``.
+
+    The caller holds the tenant's DAG lock, so no edge appears meanwhile, and the job's row.
+    The rows below are locked in id order, all before any run (one lock order,
+    docs/architecture.md, Invariants).
+    """
+    live = [
+        child for child in dependencies.dependents_of(job.id) if child.status != JobStatus.CANCELLED
+    ]
+    if not live:
+        return
+    if not cascade:
+        raise HasDependents([(str(child.id), child.name) for child in live])
+    below = sorted(dependencies.descendant_ids_of(job.id))
+    locked = list(
+        Job.objects.select_for_update(no_key=True)
+        .filter(id__in=below)
+        .exclude(status=JobStatus.CANCELLED)
+        .order_by("id")
+    )
+    for child in locked:
+        child.status = JobStatus.CANCELLED
+        child.status_reason = f"cancelled with its ancestor {job.name!r} ({job.id})"
+        child.next_fire_at = None
+        runs_cancel_of_job(job_id=child.id, now=now)
+        _bump(child, now=now)
+
+
 @transaction.atomic
-def job_cancel(*, job_id: uuid.UUID, expected_version: int | None = None, now: datetime) -> Job:
+def job_cancel(
+    *, job_id: uuid.UUID, expected_version: int | None = None, now: datetime, cascade: bool = False
+) -> Job:
     """Stop all future firings; waiting runs are cancelled and running ones asked to stop.
 
-    The job row is locked first, then its runs (one lock order, docs/architecture.md,
-    Invariants); a claim racing this sees the new version and inserts nothing.
+    The tenant's DAG lock first, then the job row, then its runs (one lock order,
+    docs/architecture.md, Invariants); a claim racing this sees the new version and inserts
+    nothing. A job with live dependents raises HasDependents, unless ``cascade``, which cancels
+    them and everything below them too, in the same transaction.
     """
+    dependencies.lock_dag_of_job(job_id)
     job = _lock(job_id, expected_version)
     if job.status == JobStatus.CANCELLED:
         return job
+    _cancel_downstream(job, cascade=cascade, now=now)
     job.status = JobStatus.CANCELLED
     job.next_fire_at = None
     runs_cancel_of_job(job_id=job.id, now=now)
