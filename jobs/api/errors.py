@@ -22,6 +22,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from jobs.errors import (
+    HasDependents,
     IdempotencyKeyReused,
     InvalidInput,
     InvalidTransition,
@@ -84,6 +85,10 @@ def _scheduler_error(exc: SchedulerError, request_id: str) -> Response:
         return Response(body, status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, VersionConflict):
         body = error_body("version_conflict", str(exc), request_id, current_version=exc.actual)
+        return Response(body, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, HasDependents):
+        dependents = [{"job_id": job_id, "name": name} for job_id, name in exc.dependents]
+        body = error_body("has_dependents", str(exc), request_id, dependents=dependents)
         return Response(body, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, InvalidTransition):
         return Response(

@@ -88,6 +88,20 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+class StrictUUIDField(serializers.UUIDField):
+    """A JSON string holding a UUID: not the integer DRF's UUIDField would turn into one."""
+
+    default_error_messages = {  # noqa: RUF012 - DRF reads this as a class attribute
+        **serializers.UUIDField.default_error_messages,
+        "wrong_type": "must be a string holding a job id, not a {kind}",
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("wrong_type", kind=json_type(data))
+        return super().to_internal_value(data)
+
+
 class StrictQuery(StrictSerializer):
     """Query parameters: unknown, empty and repeated ones are refused, each by name.
 

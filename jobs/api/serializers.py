@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.api.fields import (
@@ -15,9 +16,14 @@ from jobs.api.fields import (
     StrictCharField,
     StrictIntegerField,
     StrictSerializer,
+    StrictUUIDField,
     seconds,
 )
-from jobs.models import CatchUpPolicyChoice, ConcurrencyPolicy, JobStatus, TargetKind
+from jobs.models import CatchUpPolicyChoice, ConcurrencyPolicy, JobStatus, TargetKind, TriggerRule
+
+# A bound on the list's shape only; the dependency service refuses more than its parent limit
+# with its own message.
+DEPENDS_ON_MAX_ITEMS = 1000
 
 
 def _seconds_field(**kwargs: Any) -> StrictIntegerField:
@@ -48,7 +54,7 @@ class CatchUpIn(StrictSerializer):
 
 
 class JobDefinitionIn(StrictSerializer):
-    """Give exactly one of schedule (cron), interval_sec or run_at."""
+    """Give exactly one of schedule (cron), interval_sec, run_at or depends_on."""
 
     name = StrictCharField(allow_blank=True, trim_whitespace=False, max_length=1000)
     description = StrictCharField(required=False, allow_blank=True, max_length=10_000)
@@ -68,6 +74,23 @@ class JobDefinitionIn(StrictSerializer):
     critical = StrictBooleanField(required=False)
     priority = StrictIntegerField(required=False)
     queue = StrictCharField(required=False, max_length=200)
+    depends_on = serializers.ListField(
+        child=StrictUUIDField(),
+        required=False,
+        allow_null=True,
+        max_length=DEPENDS_ON_MAX_ITEMS,
+        help_text=(
+            "Ids of parent jobs of the same tenant: the job runs once per logical time of its "
+            "roots, after its parents (docs/dags.md). Replaces the schedule fields; on PATCH "
+            "it replaces the parents, and [] or null removes them."
+        ),
+    )
+    trigger_rule = serializers.ChoiceField(
+        choices=TriggerRule.values,
+        required=False,
+        help_text="all_success (default): after every parent's run succeeded; all_done: after "
+        "every parent's run ended, whatever its outcome.",
+    )
 
 
 class JobCreateIn(JobDefinitionIn):
@@ -89,7 +112,7 @@ class JobPatchIn(JobDefinitionIn):
 
 
 _SIMPLE = ("name", "description", "timezone", "payload", "concurrency_policy", "critical")
-_SIMPLE_MORE = ("priority", "queue")
+_SIMPLE_MORE = ("priority", "queue", "trigger_rule")
 _RETRIES = {
     "max_attempts": "max_attempts",
     "jitter": "retry_jitter",
@@ -117,14 +140,29 @@ def _target_fields(target: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _dependency_fields(data: dict[str, Any]) -> dict[str, Any]:
+    if "depends_on" not in data:
+        return {}
+    parents = data["depends_on"]
+    out: dict[str, Any] = {"depends_on": list(parents) if parents else None}
+    if parents and not {"schedule", "interval_sec", "run_at"} & data.keys():
+        # Naming parents replaces the schedule, as naming one schedule kind replaces the
+        # others; sending both is the service's error.
+        out.update(cron=None, interval=None, run_at=None)
+    return out
+
+
 def job_changes(data: dict[str, Any]) -> dict[str, Any]:
     """Validated request fields -> JobInput field names (only those the client sent)."""
     out: dict[str, Any] = {k: data[k] for k in (*_SIMPLE, *_SIMPLE_MORE) if k in data}
     if {"schedule", "interval_sec", "run_at"} & data.keys():
-        # Naming one schedule kind replaces the other two; naming two is the service's error.
+        # Naming one schedule kind replaces the other two and the parents; naming two, or a
+        # schedule and parents, is the service's error.
         out["cron"] = data.get("schedule")
         out["interval"] = seconds(data.get("interval_sec"))
         out["run_at"] = data.get("run_at")
+        out["depends_on"] = None
+    out.update(_dependency_fields(data))
     out.update(_target_fields(data.get("target", {})))
     retries = data.get("retries", {})
     out.update({field: retries[api] for api, field in _RETRIES.items() if api in retries})
@@ -156,6 +194,11 @@ class TargetOut(serializers.Serializer[Any]):
 
     def get_header_names(self, job: Any) -> list[str]:
         return sorted(job.target_headers)
+
+
+def parent_ids(job: Any) -> list[str]:
+    """The job's parent ids, sorted; lists prefetch ``parent_edges`` so a page costs one query."""
+    return sorted(str(edge.parent_id) for edge in job.parent_edges.all())
 
 
 class RetriesOut(serializers.Serializer[Any]):
@@ -193,9 +236,17 @@ class JobOut(serializers.Serializer[Any]):
     critical = serializers.BooleanField()
     priority = serializers.IntegerField()
     queue = serializers.CharField()
+    depends_on = serializers.SerializerMethodField(
+        help_text="Ids of the job's parents (kind dependent); empty for a scheduled job."
+    )
+    trigger_rule = serializers.CharField()
     next_fire_at = AwareDateTimeField(allow_null=True)
     last_fire_at = AwareDateTimeField(allow_null=True)
     version = serializers.IntegerField()
     idempotency_key = serializers.CharField()
     created_at = AwareDateTimeField()
     updated_at = AwareDateTimeField()
+
+    @extend_schema_field(serializers.ListField(child=serializers.UUIDField()))
+    def get_depends_on(self, job: Any) -> list[str]:
+        return parent_ids(job)

@@ -134,6 +134,11 @@ class ErrorDetailOut(serializers.Serializer[Any]):
         child=serializers.ListField(child=serializers.CharField()), required=False
     )
     current_version = serializers.IntegerField(required=False)
+    dependents = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        required=False,
+        help_text="has_dependents: the live dependent jobs (job_id, name) that kept the cancel.",
+    )
 
 
 class ErrorOut(serializers.Serializer[Any]):
