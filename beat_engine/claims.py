@@ -266,7 +266,9 @@ def _add_job(batch: _Batch, row: Sequence[object], now: datetime) -> None:
         if scheduled_for + offset <= now:
             batch.runs.append((run_id, job_id, scheduled_for, trigger, RunState.QUEUED,
                                jitter_us))  # fmt: skip
-            batch.queued[run_id] = QueuedRun(run_id, 1, partition, queue, priority)
+            batch.queued[run_id] = QueuedRun(
+                run_id, 1, partition, queue, priority, scheduled_for + offset
+            )
         else:
             batch.runs.append((run_id, job_id, scheduled_for, trigger, RunState.PENDING,
                                jitter_us))  # fmt: skip

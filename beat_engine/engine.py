@@ -42,6 +42,8 @@ _DEFERRALS_FLUSH_S = 5.0
 # How often a node purges decision reasons and job events past their retention; every node
 # does (a delete of what another node already deleted finds nothing).
 _REASONS_PURGE_S = 600.0
+# How often a node samples the length of the broker queues it publishes to (a gauge).
+_QUEUE_DEPTH_S = 5.0
 
 
 class BeatEngine:
@@ -80,6 +82,7 @@ class BeatEngine:
         self._next_sweep_mono = now_mono
         self._next_deferrals_mono = now_mono + _DEFERRALS_FLUSH_S
         self._next_purge_mono = now_mono + _REASONS_PURGE_S
+        self._next_depth_mono = now_mono
         self._stop_claims_at = now_mono
         # One thread (and connection) that prepares the next batch while a backlog drains.
         self._preparer = Preparer()
@@ -126,6 +129,9 @@ class BeatEngine:
         if mono >= self._next_purge_mono:
             self._purge_reasons(self.clock.now())
             self._next_purge_mono = mono + _REASONS_PURGE_S
+        if mono >= self._next_depth_mono:
+            self._outbox.sample_queue_depth()
+            self._next_depth_mono = mono + _QUEUE_DEPTH_S
         return 0.0 if busy else self._sleep_for()
 
     def run(self, stop: threading.Event) -> None:
@@ -133,7 +139,8 @@ class BeatEngine:
         try:
             while not stop.is_set():
                 try:
-                    wait = self.tick()
+                    with metrics.TICK_DURATION.time():
+                        wait = self.tick()
                 except Exception:
                     # The loop's one broad except: a database or Redis outage must not end
                     # the node; the next tick retries on a fresh connection.
@@ -352,12 +359,14 @@ class BeatEngine:
 
     def _commit(self, batch: ClaimBatch) -> None:
         prepared, rendered = batch.settle()
-        result = commit_claim(prepared, epochs=batch.epochs, now=batch.now)
+        with metrics.CLAIM_DURATION.time():
+            result = commit_claim(prepared, epochs=batch.epochs, now=batch.now)
         batch.committed, batch.reloading = True, frozenset(result.refused)
         due = batch.entries
         self._push_within_horizon(result.next_due)
         if result.deferred_firings:
             self._deferrals.add(result.deferred_firings, now=batch.now)
+            metrics.count_deferrals(tenant for _job, tenant, _p, _due in result.deferred_firings)
         self._fenced(result.fenced_out)
         if result.refused:
             # Changed under the claim (edited, paused): their rows now say when they are due.

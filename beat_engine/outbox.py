@@ -89,6 +89,13 @@ class Outbox:
             mark_published(self._unmarked)
             self._unmarked = []
 
+    def sample_queue_depth(self) -> None:
+        try:
+            self._publisher.sample_queue_depth()
+        except redis.RedisError:
+            # A gauge left at its last value; the broker's outage shows in engine errors.
+            logger.debug("beat.queue_depth_failed", exc_info=True)
+
     def lost(self, found: Sequence[Swept], *, now: datetime) -> list[QueuedRun]:
         """Of the runs the sweep found unstarted, those whose message is gone: never marked
         published, or no longer waiting in the broker (beat_engine/broker_ledger.py).

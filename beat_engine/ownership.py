@@ -18,7 +18,14 @@ from beat_engine.leases import (
     lease_usable,
     plan_leases,
 )
-from beat_engine.metrics import LEASES_ACQUIRED, LEASES_LOST, count
+from beat_engine.metrics import (
+    LEASE_RENEWALS,
+    LEASES_ACQUIRED,
+    LEASES_LOST,
+    PARTITIONS,
+    PARTITIONS_OWNED,
+    count,
+)
 from beat_engine.partitions import assign_partitions
 
 logger = logging.getLogger("beat_engine")
@@ -31,6 +38,7 @@ class Ownership:
         self.store = store
         self.leases: dict[int, Lease] = {}
         self.next_due_mono = clock.monotonic()
+        PARTITIONS.set(config.partitions)
 
     @property
     def node(self) -> str:
@@ -55,6 +63,7 @@ class Ownership:
         lost.extend(self.drop(plan.release, reason="rebalance"))
         gained = [p for p in sorted(plan.acquire) if self._acquire(p)]
         self.next_due_mono = sent + cfg.lease_renew_s
+        PARTITIONS_OWNED.set(len(self.leases))
         if gained or lost:
             # One line per rebalance, however many partitions moved: a node starting alone
             # takes all of them (64 by default) and says so once. Each lease's epoch is in
@@ -76,6 +85,7 @@ class Ownership:
         held = sorted(self.leases)
         extended = set(self.store.extend(held, self.node, cfg.lease_ttl_ms))
         lost = [p for p in held if p not in extended]
+        count(LEASE_RENEWALS, len(held) - len(lost))
         for p in held:
             if p in extended:
                 self.leases[p] = lease_renewed(
@@ -130,4 +140,5 @@ class Ownership:
         except redis.RedisError:
             logger.warning("beat.lease.release_failed", extra={"node": self.node}, exc_info=True)
         self.leases.clear()
+        PARTITIONS_OWNED.set(0)
         return gone

@@ -6,6 +6,7 @@ import base64
 import json
 import logging
 import os
+import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -15,6 +16,7 @@ from datetime import datetime
 import redis
 from django.db import transaction
 
+from beat_engine import metrics
 from beat_engine.broker_ledger import BrokerLedger
 from beat_engine.fencing import server_cursor
 from beat_engine.pg_arrays import uuid_array
@@ -41,6 +43,8 @@ class QueuedRun:
     partition: int
     queue: str
     priority: int
+    # The attempt's due instant, when known (claims, timers): its publish lag is measured from it.
+    due_at: datetime | None = None
 
 
 def queue_key(queue: str, priority: int) -> str:
@@ -196,6 +200,11 @@ class Publisher:
     def __init__(self, client: redis.Redis[bytes], *, origin: str) -> None:
         self._template = MessageTemplate(origin)
         self.ledger = BrokerLedger(client)
+        self._client = client
+        # Broker lists this publisher pushed to: the queues whose depth it samples. Pushes run
+        # on the preparing thread too, so the set is read and grown under a lock.
+        self._lists: set[str] = set()
+        self._lists_lock = threading.Lock()
 
     def render(self, runs: Sequence[QueuedRun], epochs: Mapping[int, int]) -> Rendered:
         """Each run's message and broker list. Pure string work, safe on any thread: the
@@ -233,7 +242,26 @@ class Publisher:
         for run in runs:
             key, message, _epoch = ready[run.run_id]
             by_key[key].append(message)
+        if not by_key.keys() <= self._lists:
+            with self._lists_lock:
+                self._lists.update(by_key)
         return self.ledger.push(by_key, _PUSH_CHUNK)
+
+    def sample_queue_depth(self) -> None:
+        """Set the queue depth gauge of every queue pushed to: its lists' lengths, summed over
+        priority steps, in one round trip."""
+        with self._lists_lock:
+            lists = sorted(self._lists)
+        if not lists:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for key in lists:
+            pipe.llen(key)
+        depth: dict[str, int] = defaultdict(int)
+        for key, length in zip(lists, pipe.execute(), strict=True):
+            depth[key.partition(PRIORITY_SEP)[0]] += int(length)
+        for queue, waiting in depth.items():
+            metrics.QUEUE_DEPTH.labels(queue=queue).set(waiting)
 
     def publish(
         self,
@@ -250,6 +278,7 @@ class Publisher:
             return Pushed(now(), ())
         positions = self.push(runs, epochs, rendered)
         pushed = Pushed(self.ledger.instant(now()), tuple(r.run_id for r in runs))
+        metrics.observe_publish_lag(runs, pushed.published_at)
         try:
             self.ledger.record(positions, pushed.published_at)
         except redis.RedisError:

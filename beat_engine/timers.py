@@ -34,7 +34,7 @@ UPDATE jobs_jobrun r
   FROM due, mine, jobs_job j
  WHERE r.id = due.id AND mine.partition = r.partition AND j.id = r.job_id
    AND r.state = ANY(%s::text[])
-RETURNING r.id, r.attempt, r.partition, j.queue, j.priority
+RETURNING r.id, r.attempt, r.partition, j.queue, j.priority, r.due_at
 """
 
 EXPIRED_LEASES_SQL = f"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from django.db import transaction
 
 from beat_engine.clock import SystemClock
-from jobs.metrics import counter_inc
+from jobs import metrics
 from jobs.models import JobSource, TargetKind, Tenant
 from jobs.registry import register_callable
 from jobs.services.dedup import dedup_record
@@ -33,7 +33,12 @@ _OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(JobInput)) - {
     "timezone",
     "critical",
     "source",
+    # Parents are named with after=[...] and resolved to job ids by sync_schedules.
+    "depends_on",
 }
+
+# Set on a decorated function or task: the job name other declarations' after=[...] may use.
+DECLARED_NAME_ATTR = "scheduled_job_name"
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,8 @@ class ScheduleDeclaration:
     tz: str
     critical: bool
     options: Mapping[str, Any] = field(default_factory=dict)
+    # Names of the declarations (jobs) this one runs after; then cron and interval are None.
+    after: tuple[str, ...] = ()
 
     def job_input(self) -> JobInput:
         return JobInput(
@@ -86,10 +93,22 @@ def _is_celery_task(obj: Any) -> bool:
     )
 
 
+def _parent_name(parent: Any) -> str:
+    if isinstance(parent, str) and parent:
+        return parent
+    declared = getattr(parent, DECLARED_NAME_ATTR, None)
+    if isinstance(declared, str):
+        return declared
+    raise TypeError(
+        f"@scheduled(after=...) takes job names or @scheduled functions and tasks, not {parent!r}"
+    )
+
+
 def scheduled(
     *,
     cron: str | None = None,
     interval: timedelta | int | None = None,
+    after: Sequence[Any] | None = None,
     tz: str = "UTC",
     critical: bool = False,
     name: str | None = None,
@@ -99,11 +118,21 @@ def scheduled(
     """Declare a schedule for a function (a callable target) or a Celery task (a task target).
 
     ``manage.py sync_schedules --tenant NAME`` turns declarations into jobs. ``options`` are
-    further JobInput fields (payload, queue, max_attempts, timeout, concurrency_policy, ...).
-    A function receives a RunContext; a task receives ``(payload, scheduler_context=dict)``.
+    further JobInput fields (payload, queue, max_attempts, timeout, concurrency_policy,
+    trigger_rule, ...). A function receives a RunContext; a task receives
+    ``(payload, scheduler_context=dict)``.
+
+    ``after=[...]`` instead of a schedule makes a dependent job: it runs after the named
+    declarations (job names, or the decorated functions and tasks themselves), once per
+    logical time of its roots (docs/dags.md). Names may refer to declarations made later.
     """
-    if (cron is None) == (interval is None):
-        raise TypeError("@scheduled needs exactly one of cron= or interval=")
+    given = [kind for kind, value in (("cron", cron), ("interval", interval), ("after", after))
+             if value is not None]  # fmt: skip
+    if len(given) != 1:
+        raise TypeError("@scheduled needs exactly one of cron=, interval= or after=")
+    if after is not None and (isinstance(after, str) or not after):
+        raise TypeError("@scheduled(after=...) takes a non-empty list of parents")
+    parents = tuple(dict.fromkeys(_parent_name(parent) for parent in after or ()))
     unknown = set(options) - _OPTION_FIELDS
     if unknown:
         raise TypeError(f"@scheduled got unknown options: {', '.join(sorted(unknown))}")
@@ -125,8 +154,10 @@ def scheduled(
                 tz=tz,
                 critical=critical,
                 options=dict(options),
+                after=parents,
             )
         )
+        setattr(obj, DECLARED_NAME_ATTR, name or target)
         return obj
 
     return decorate
@@ -163,7 +194,7 @@ def idempotent(*, key: Callable[..., str], tenant: str = "client-tasks") -> Call
                     now=now,
                     outcome="task",
                 ):
-                    counter_inc("scheduler_dedup_hits_total", labels={"source": "idempotent"})
+                    metrics.DEDUP_HITS.labels(source="idempotent").inc()
                     return None
                 return func(*args, **kwargs)
 

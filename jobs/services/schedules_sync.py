@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -11,6 +12,8 @@ from django.db import transaction
 
 from jobs.decorators import ScheduleDeclaration
 from jobs.models import Job, JobSource, JobStatus, Tenant
+from jobs.services.declared_dag import parents_first
+from jobs.services.dependencies import parents_by_name
 from jobs.services.jobs import job_create, job_input_from, job_pause, job_resume, job_update
 
 # Marks jobs this sync paused, so a re-declared schedule is resumed but an operator's pause is not.
@@ -29,17 +32,33 @@ class SyncReport:
     conflicts: list[str] = field(default_factory=list)
 
 
+def _parent_ids(
+    decl: ScheduleDeclaration, written: dict[str, uuid.UUID], tenant: Tenant
+) -> list[uuid.UUID]:
+    # Declared parents were written earlier in this sync (parents_first); any other name is a
+    # live job of the tenant created otherwise (API, admin).
+    others = [name for name in decl.after if name not in written]
+    found = dict(zip(others, parents_by_name(tenant, others), strict=True)) if others else {}
+    return sorted(written.get(name) or found[name] for name in decl.after)
+
+
 def _sync_one(
-    job: Job | None, decl: ScheduleDeclaration, tenant: Tenant, report: SyncReport, *, now: datetime
-) -> None:
-    desired = decl.job_input()
+    job: Job | None,
+    decl: ScheduleDeclaration,
+    tenant: Tenant,
+    report: SyncReport,
+    *,
+    parents: list[uuid.UUID],
+    now: datetime,
+) -> Job:
+    desired = dataclasses.replace(decl.job_input(), depends_on=parents or None)
     if job is None:
-        job_create(tenant=tenant, data=desired, now=now)
+        job = job_create(tenant=tenant, data=desired, now=now)
         report.created.append(decl.name)
-        return
+        return job
     if job.source != JobSource.DECORATOR:
         report.conflicts.append(decl.name)
-        return
+        return job
     current = job_input_from(job)
     # An interval's anchor is fixed at creation; keeping it keeps the firings where they were.
     desired = dataclasses.replace(
@@ -53,6 +72,7 @@ def _sync_one(
         report.resumed.append(decl.name)
     elif desired == current:
         report.unchanged.append(decl.name)
+    return job
 
 
 @transaction.atomic
@@ -72,8 +92,13 @@ def schedules_sync(
         for job in Job.objects.filter(tenant=tenant).exclude(status=JobStatus.CANCELLED)
     }
     declared = {decl.name: decl for decl in declarations}
-    for name, decl in sorted(declared.items()):
-        _sync_one(live.get(name), decl, tenant, report, now=now)
+    # Two passes, so the order of declarations does not matter: read them all and put parents
+    # first (refusing a cycle among them), then write each job with its parents' ids.
+    written: dict[str, uuid.UUID] = {}
+    for decl in parents_first(list(declared.values())):
+        parents = _parent_ids(decl, written, tenant)
+        job = _sync_one(live.get(decl.name), decl, tenant, report, parents=parents, now=now)
+        written[decl.name] = job.id
     for name, job in sorted(live.items()):
         if name in declared or job.source != JobSource.DECORATOR:
             continue

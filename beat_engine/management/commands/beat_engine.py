@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from beat_engine.config import EngineConfig
 from beat_engine.layout import LayoutMismatch, layout_ensure
 from beat_engine.log_format import JsonLineFormatter, TextLineFormatter
+from beat_engine.metrics import start_node_exporter
 from beat_engine.runtime import build_engine
 
 
@@ -23,6 +24,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--node-id", default=None, help="stable name of this node")
+        parser.add_argument(
+            "--metrics-port", type=int, default=None,
+            help="serve Prometheus metrics on this port of SCHEDULER_METRICS_ADDR "
+            "(default SCHEDULER_BEAT_METRICS_PORT; 0: none); one port per node",
+        )  # fmt: skip
         parser.add_argument(
             "--log-format", choices=["json", "text"], default=settings.SCHEDULER_LOG_FORMAT,
             help="json: one object per line with the event's fields; text: one readable line "
@@ -50,6 +56,7 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
+        start_node_exporter(options["metrics_port"])
         engine = build_engine(config)
         logging.getLogger("beat_engine").info(
             "beat.start",

@@ -65,3 +65,43 @@ def test_the_same_name_declared_twice_differently_is_refused() -> None:
     schedules.add(first)
     with pytest.raises(ValueError, match="declared twice"):
         schedules.add(ScheduleDeclaration("n", "callable", "n", "0 * * * *", None, "UTC", False))
+
+
+def test_after_declares_parents_by_name_or_by_the_decorated_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A fresh set of declarations, so these do not outlive the test.
+    monkeypatch.setattr(declared_schedules, "by_name", {})
+
+    @scheduled(cron="0 2 * * *", name="dagtest.load")
+    def load(context: Any) -> None:
+        return None
+
+    @scheduled(after=[load, "dagtest.other", "dagtest.other"], name="dagtest.report",
+               trigger_rule="all_done")  # fmt: skip
+    def report(context: Any) -> None:
+        return None
+
+    declaration = declared_schedules.by_name["dagtest.report"]
+    assert declaration.after == ("dagtest.load", "dagtest.other")
+    assert (declaration.cron, declaration.interval) == (None, None)
+    data = declaration.job_input()
+    assert data.trigger_rule == "all_done"
+    assert data.depends_on is None  # resolved to ids by sync_schedules
+    assert declared_schedules.by_name["dagtest.load"].after == ()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"after": ["x"], "cron": "* * * * *"},
+        {"after": ["x"], "interval": 60},
+        {"after": []},
+        {"after": "x"},
+        {"after": [object()]},
+        {"after": ["x"], "depends_on": []},
+    ],
+)
+def test_after_is_refused_with_a_schedule_or_without_parents(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(TypeError):
+        scheduled(**kwargs)
