@@ -21,7 +21,7 @@ from beat_engine.heap import DueEntry, DueHeap, interleave_by_tenant
 from beat_engine.horizon import load_horizon, load_jobs
 from beat_engine.leases import Lease, LeaseStore
 from beat_engine.notices import DeadLetterNotices
-from beat_engine.notifications import ChangeFeed
+from beat_engine.notifications import ChangeFeed, Changes
 from beat_engine.outbox import Outbox
 from beat_engine.ownership import Ownership
 from beat_engine.pipeline import ClaimBatch, Prepared, Preparer
@@ -113,13 +113,15 @@ class BeatEngine:
             # those firings' lateness. A push of the old owner's that raced ours makes a
             # second message of the same run, which the worker's compare-and-set drops.
             self._sweep(now, only=gained, unpublished_after=timedelta(0))
-        if changes is not None and changes.jobs:
-            self._reload_jobs(changes.jobs)
+        if changes is not None:
+            self._take_changes(changes, mono)
         busy = self._claim_due()
         self._outbox.flush_due(draining=bool(self._backlog or self._carried))
         if mono >= self._next_timer_mono:
-            self._fire_timers(self.clock.now())
-            self._next_timer_mono = mono + self.config.timer_poll_s
+            more = self._fire_timers(self.clock.now())
+            # A full batch may leave more due (10,000 children of one parent): the next tick
+            # fires again instead of waiting a poll per batch.
+            self._next_timer_mono = mono if more else mono + self.config.timer_poll_s
         if mono >= self._next_sweep_mono:
             self._sweep(self.clock.now())
             self._next_sweep_mono = mono + self.config.sweep_s
@@ -202,6 +204,14 @@ class BeatEngine:
             self._next_refresh_mono = mono + self.config.refresh_s
             if full:
                 self._next_full_refresh_mono = mono + self.config.full_refresh_s
+
+    def _take_changes(self, changes: Changes, mono: float) -> None:
+        if changes.jobs:
+            self._reload_jobs(changes.jobs)
+        if changes.timers & self.leases.keys():
+            # Runs a parent's outcome just made pending (jobs/services/dag_handoff.py): queued
+            # this tick, not at the next timer poll.
+            self._next_timer_mono = mono
 
     def _reload_jobs(self, jobs: dict[uuid.UUID, int]) -> None:
         mine = [job for job, partition in jobs.items() if partition in self.leases]
@@ -405,10 +415,11 @@ class BeatEngine:
         if any(deleted.values()):
             logger.info("beat.reasons_purged", extra={"node": self.config.node_id, **deleted})
 
-    def _fire_timers(self, now: datetime) -> None:
+    def _fire_timers(self, now: datetime) -> bool:
+        """Fire due timers; True when a full batch was due (more may be waiting)."""
         epochs = self.ownership.usable_epochs(self.clock.monotonic())
         if not epochs:
-            return
+            return False
         result = fire_timers(epochs, now=now, limit=self.config.claim_batch)
         self._notices.offer(result.dead_runs, now=now)
         self._fenced(result.fenced_out)
@@ -427,6 +438,7 @@ class BeatEngine:
                     "published": published,
                 },
             )
+        return result.fired >= self.config.claim_batch
 
     def _sweep(
         self,

@@ -19,9 +19,12 @@ logger = logging.getLogger(__name__)
 class Changes:
     jobs: dict[uuid.UUID, int] = field(default_factory=dict)  # job id -> partition
     nodes_changed: bool = False
+    # Partitions with runs just made pending (a parent's outcome, jobs/services/dag_handoff.py):
+    # their owner fires its timers now.
+    timers: set[int] = field(default_factory=set)
 
     def __bool__(self) -> bool:
-        return bool(self.jobs) or self.nodes_changed
+        return bool(self.jobs) or self.nodes_changed or bool(self.timers)
 
 
 class ChangeFeed:
@@ -60,6 +63,9 @@ class ChangeFeed:
             return
         try:
             data = json.loads(message["data"])  # type: ignore[arg-type]
+            if "timers" in data:
+                self._pending.timers.update(int(p) for p in data["timers"])
+                return
             self._pending.jobs[uuid.UUID(data["job_id"])] = int(data["partition"])
         except (ValueError, KeyError, TypeError):
             logger.warning("beat.notifications.malformed", extra={"data": repr(message)[:200]})

@@ -11,13 +11,17 @@ from datetime import datetime, timedelta
 
 import psycopg
 import pytest
+import redis
 from django.db import connection, transaction
 
 from beat_engine.clock import SystemClock
+from beat_engine.notifications import ChangeFeed
 from jobs.models import JobRun, RunTrigger
 from jobs.services import runs
 from jobs.services.dead_letters import dead_letter_replay
 from jobs.states import RunState
+from tests.support.beat_nodes import make_engine
+from tests.support.clock import FakeClock
 from tests.support.dags import dag_jobs, run_for, running, start, states_for, succeed, the_run
 from tests.support.factories import run_factory
 from tests.support.waiting import test_database_url, wait_until
@@ -204,3 +208,27 @@ def _waiting_on_advisory_lock() -> bool:
         cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
         row = cursor.fetchone()
     return bool(row and row[0])
+
+
+def test_parents_outcome_wakes_the_child_partitions_owner_to_queue_it_at_once(
+    redis_client: redis.Redis,
+) -> None:
+    now = _now()
+    clock = FakeClock(now)
+    # Timers poll once an hour here: only the wake-up can queue the child within this test.
+    engine = make_engine(clock, timer_poll_s=3600.0)
+    engine.feed = ChangeFeed(redis.Redis.from_url(engine.config.redis_url))
+    try:
+        engine.tick()  # takes the leases, subscribes, fires the (empty) timers
+        jobs = dag_jobs([("a", "b")], now=now)
+        succeed(running(jobs["a"], scheduled_for=now, now=now), now=now)
+        assert the_run(jobs["b"], now).state == PENDING
+        wait_until(
+            lambda: (engine.tick(), the_run(jobs["b"], now).state)[1] == RunState.QUEUED,
+            timeout_s=10,
+            what="the woken engine to queue the child",
+        )
+        assert clock.now() == now
+        assert the_run(jobs["b"], now).attempt == 1
+    finally:
+        engine.shutdown()
