@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from django.db import close_old_connections, connections
 
-from jobs.metrics import counter_inc
+from jobs import metrics
 from jobs.outcomes import ResultKind, TargetResult
 from jobs.targets import invoke_guarded
 
@@ -88,7 +88,7 @@ class TargetThreads:
                 close_old_connections()
             except Exception:  # boundary of the target thread's loop: log, count, carry on
                 logger.exception("execution.target_thread.failed")
-                counter_inc("scheduler_target_thread_errors_total")
+                metrics.TARGET_THREAD_ERRORS.inc()
                 if pending.result is None:
                     pending.result = TargetResult(
                         ResultKind.RETRYABLE, error="the target thread failed; see worker log"

@@ -10,8 +10,8 @@ from django.db import close_old_connections
 
 from beat_engine.clock import SystemClock
 from beat_engine.db_clock import DatabaseClock
+from jobs import metrics
 from jobs.execution import run_execute
-from jobs.metrics import counter_inc
 from jobs.worker_recycle import retire_if_overloaded
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def execute_run(run_id: str, attempt: int) -> str:
     except (TypeError, ValueError):
         # A malformed message can never succeed; retrying it would only loop.
         logger.error("execution.message.malformed", extra={"run_id": run_id, "attempt": attempt})
-        counter_inc("scheduler_malformed_messages_total")
+        metrics.MALFORMED_MESSAGES.inc()
         return "malformed"
     # Connections outlive tasks (CELERY_DB_REUSE_MAX): as Django does per request, drop one
     # that is broken or older than CONN_MAX_AGE, and re-arm CONN_HEALTH_CHECKS, so a connection

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from django.conf import settings
 
-from jobs.metrics import counter_inc
+from jobs import metrics
 from jobs.target_threads import abandoned_targets
 
 logger = logging.getLogger(__name__)
@@ -66,13 +66,13 @@ def retire_if_overloaded() -> bool:
             "execution.worker.cannot_retire",
             extra={"abandoned_targets": held, "limit": limit, "pid": os.getpid()},
         )
-        counter_inc("scheduler_worker_retire_unavailable_total")
+        metrics.WORKER_RETIRE_UNAVAILABLE.inc()
         return False
     if not event.is_set():
         logger.warning(
             "execution.worker.retiring",
             extra={"abandoned_targets": held, "limit": limit, "pid": os.getpid()},
         )
-        counter_inc("scheduler_worker_retirements_total")
+        metrics.WORKER_RETIREMENTS.inc()
         event.set()
     return True

@@ -217,6 +217,13 @@ SCHEDULER: dict[str, Any] = {
     "LATE_AFTER_S": env_float("SCHEDULER_LATE_AFTER_S", 1.0, minimum=0.0),
     "REASON_RETENTION_DAYS": env_int("SCHEDULER_REASON_RETENTION_DAYS", 30, minimum=1),
 }
+# --- Metrics (docs/operations.md, "Scraping") -------------------------------------------
+# The web serves /metrics; each beat node and each worker host serves its own on a port
+# (0: none), on this address (loopback unless Prometheus scrapes from another host).
+SCHEDULER_METRICS_ADDR = env_str("SCHEDULER_METRICS_ADDR", "127.0.0.1")
+SCHEDULER_BEAT_METRICS_PORT = env_int("SCHEDULER_BEAT_METRICS_PORT", 0, minimum=0)
+SCHEDULER_WORKER_METRICS_PORT = env_int("SCHEDULER_WORKER_METRICS_PORT", 0, minimum=0)
+
 # Modules of client code that register callable targets and declare schedules.
 SCHEDULER_CLIENT_MODULES = env_list("SCHEDULER_CLIENT_MODULES", ["scheduler_project.demo"])
 

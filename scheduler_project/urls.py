@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import redis
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
@@ -10,7 +9,7 @@ from django.views import defaults
 
 from jobs.api.base import REQUEST_ID_HEADER, request_id_from
 from jobs.api.errors import error_body
-from jobs.metrics import counters
+from jobs.metrics import render
 
 
 def health(request: HttpRequest) -> JsonResponse:
@@ -18,20 +17,10 @@ def health(request: HttpRequest) -> JsonResponse:
 
 
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text format of the counters every process keeps in Redis."""
-    try:
-        values = counters()
-    except redis.RedisError:
-        return HttpResponse("# counters unavailable: Redis unreachable\n", status=503)
-    lines: list[str] = []
-    typed: set[str] = set()
-    for series in sorted(values):
-        base = series.partition("{")[0]
-        if base not in typed:
-            typed.add(base)
-            lines.append(f"# TYPE {base} counter")
-        lines.append(f"{series} {values[series]}")
-    return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4")
+    """Prometheus metrics of this web's processes (all gunicorn workers in multiprocess mode);
+    beat nodes and worker hosts serve theirs on their own ports (docs/operations.md)."""
+    body, content_type = render()
+    return HttpResponse(body, content_type=content_type)
 
 
 def _json_error(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 from kombu import Exchange, Queue
 
-from jobs.metrics import counter_inc
+from jobs import metrics
 from jobs.models import DeadLetter, JobRun
 from jobs.notify import notify_job_changed
 from jobs.services.runs import run_transition
@@ -58,7 +58,7 @@ def dead_letter_announce(
         )
     except Exception:  # boundary: a broker outage loses the notice, never the DeadLetter row
         logger.exception("execution.dead_letter.announce_failed", extra={"run_id": str(run_id)})
-        counter_inc("scheduler_dead_letter_announce_errors_total")
+        metrics.DEAD_LETTER_ANNOUNCE_ERRORS.inc()
 
 
 def dead_letter_select(
@@ -103,5 +103,5 @@ def dead_letter_replay(*, run_id: uuid.UUID, now: datetime) -> bool:
     run = JobRun.objects.values("job_id", "partition").get(id=run_id)
     # Wake the partition owner so the replay does not wait for its next timer refresh.
     notify_job_changed(job_id=str(run["job_id"]), partition=run["partition"])
-    counter_inc("scheduler_dead_letter_replays_total")
+    metrics.DEAD_LETTER_REPLAYS.inc()
     return True

@@ -15,7 +15,7 @@ from django.db import OperationalError, connection, transaction
 from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
-from jobs.metrics import counter_inc
+from jobs import metrics
 from jobs.models import DeadLetter, JobRun, RunAttempt
 from jobs.notify import notify_runs_cancelled
 from jobs.services import dag_handoff
@@ -220,7 +220,7 @@ def _retried(write: Callable[P, R]) -> Callable[P, R]:
                     "execution.outcome.retried",
                     extra={"write": write.__name__, "error": type(exc.__cause__).__name__},
                 )
-                counter_inc("scheduler_outcome_write_retries_total")
+                metrics.OUTCOME_WRITE_RETRIES.inc()
         raise AssertionError("unreachable")
 
     return retrying

@@ -47,6 +47,10 @@ class StartedRun:
     # No duplicate effect (docs/architecture.md, Invariants): a critical job whose firing's key
     # is already recorded must not run again.
     key_done: bool
+    # The job's queue, and this attempt's start minus its due instant (database clock), for
+    # the start lag histogram.
+    queue: str = ""
+    start_lag_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,8 @@ WITH refused AS (
     RETURNING r.id, r.attempt, r.epoch, r.queued_at, r.job_id, r.tenant_id, r.scheduled_for,
               r.dedup_key, j.payload, j.target_kind, j.target_name, j.target_url,
               j.target_headers, j.timeout, j.retry_on_client_error, j.max_attempts,
-              j.retry_base_delay, j.retry_max_delay, j.retry_jitter, j.critical
+              j.retry_base_delay, j.retry_max_delay, j.retry_jitter, j.critical, j.queue,
+              extract(epoch FROM %(now)s - COALESCE(r.due_at, r.scheduled_for)) AS waited
 ), opened AS (
     INSERT INTO jobs_runattempt (run_id, attempt, epoch, worker, queued_at, started_at,
                                  outcome, error)
@@ -98,7 +103,8 @@ SELECT s.id, s.attempt, s.job_id, s.tenant_id, s.scheduled_for, s.dedup_key, s.p
        s.retry_on_client_error, s.max_attempts, s.retry_base_delay, s.retry_max_delay,
        s.retry_jitter, s.critical,
        s.critical AND EXISTS (SELECT 1 FROM jobs_dedupkey AS d
-                               WHERE d.key = s.dedup_key AND d.expires_at > %(now)s)
+                               WHERE d.key = s.dedup_key AND d.expires_at > %(now)s),
+       s.queue, s.waited
   FROM started AS s
 """
 
@@ -130,6 +136,8 @@ def _started_run(row: Sequence[Any]) -> StartedRun:
         ),
         critical=row[17],
         key_done=row[18],
+        queue=row[19],
+        start_lag_s=float(row[20]),
     )
 
 

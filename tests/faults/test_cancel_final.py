@@ -14,7 +14,6 @@ import pytest
 import redis
 
 from beat_engine.clock import SystemClock
-from jobs.metrics import counters
 from jobs.models import Job, JobRun, RunAttempt
 from jobs.services import runs
 from jobs.services.jobs import job_cancel
@@ -111,12 +110,12 @@ def _after_lease_expired(run: JobRun) -> None:
 
 def _messages_find_nothing_to_start(run: JobRun, worker: CeleryWorker) -> None:
     """A redelivery of attempt 1 and a re-sent attempt 2 reach the worker and are dropped."""
-    dropped = counters().get("scheduler_duplicate_deliveries_total", 0)
+    dropped = worker.metric("scheduler_duplicate_deliveries_total")
     publish_run(run.id, 1, QUEUE)
     publish_run(run.id, 2, QUEUE)
     try:
         wait_until(
-            lambda: counters().get("scheduler_duplicate_deliveries_total", 0) >= dropped + 2,
+            lambda: worker.metric("scheduler_duplicate_deliveries_total") >= dropped + 2,
             what="both messages to be dropped",
         )
     except AssertionError:

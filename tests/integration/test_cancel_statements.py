@@ -12,10 +12,10 @@ import psycopg
 import pytest
 import redis
 from django.db import connection
+from prometheus_client import REGISTRY
 
 from beat_engine.fencing import epoch_take
 from beat_engine.timers import fire_timers
-from jobs.metrics import counters
 from jobs.models import DeadLetter, DedupKey, Job, JobRun, RunAttempt
 from jobs.services.runs import run_dead_letter, run_fail, run_retry, run_succeed
 from jobs.services.starts import StartOutcome, run_start
@@ -129,7 +129,7 @@ def test_outcome_write_that_loses_a_deadlock_is_retried_not_abandoned(
     job = job_factory()
     run = running_run_factory(job, scheduled_for=T0)
     RunAttempt.objects.create(run=run, attempt=1, worker="w", started_at=T0)
-    retries = counters().get("scheduler_outcome_write_retries_total", 0)
+    retries = REGISTRY.get_sample_value("scheduler_outcome_write_retries_total")
     outcome: list[Any] = []
 
     def worker() -> None:
@@ -159,4 +159,5 @@ def test_outcome_write_that_loses_a_deadlock_is_retried_not_abandoned(
     run.refresh_from_db()
     assert (run.state, run.cancel_requested) == (RunState.SUCCEEDED, True)
     assert RunAttempt.objects.get(run=run).outcome == AttemptOutcome.SUCCEEDED
-    assert counters().get("scheduler_outcome_write_retries_total", 0) == retries + 1
+    assert retries is not None
+    assert REGISTRY.get_sample_value("scheduler_outcome_write_retries_total") == retries + 1

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from beat_engine.clock import SystemClock
-from jobs.metrics import counters
 from jobs.models import Job, JobRun
 from jobs.services.jobs import job_cancel
 from jobs.services.runs import run_request_cancel
@@ -113,10 +112,10 @@ def test_cancel_stops_a_cooperative_callable_and_is_not_retried(worker: CeleryWo
 def test_cancel_abandons_a_callable_that_ignores_it_after_the_grace(worker: CeleryWorker) -> None:
     job = _job(target_name="tests.stubborn", payload={"sleep_s": 20})
     run = _start_blocking_run(job, worker)
-    abandoned = counters().get("scheduler_abandoned_targets_total", 0)
+    abandoned = worker.metric("scheduler_abandoned_targets_total")
 
     assert run_request_cancel(run_id=run.id, now=_now())
 
     done = wait_for_state(run, RunState.CANCELLED, worker=worker)
     assert done.attempts.get().outcome == AttemptOutcome.CANCELLED
-    assert counters().get("scheduler_abandoned_targets_total", 0) == abandoned + 1
+    assert worker.metric("scheduler_abandoned_targets_total") == abandoned + 1

@@ -8,7 +8,6 @@ from datetime import datetime
 import pytest
 
 from beat_engine.clock import SystemClock
-from jobs.metrics import counters
 from jobs.models import JobRun
 from jobs.services.runs import run_succeed
 from jobs.states import AttemptOutcome, RunState
@@ -91,13 +90,13 @@ def test_effect_and_key_commit_together_across_a_forced_redelivery(
     run = run_factory(
         job, scheduled_for=now, state=RunState.QUEUED, attempt=1, queued_at=now, due_at=None
     )
-    duplicates = counters().get("scheduler_duplicate_deliveries_total", 0)
+    duplicates = worker.metric("scheduler_duplicate_deliveries_total")
     publish_run(run.id, 1)
 
     # The child dies after committing effect + key; reject_on_worker_lost puts the same message
     # back, and its redelivery finds the run already running at attempt 1: dropped.
     wait_until(
-        lambda: counters().get("scheduler_duplicate_deliveries_total", 0) > duplicates,
+        lambda: worker.metric("scheduler_duplicate_deliveries_total") > duplicates,
         what="the redelivered message to be dropped",
     )
     assert JobRun.objects.get(id=run.id).state == RunState.RUNNING

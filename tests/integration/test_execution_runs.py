@@ -12,7 +12,6 @@ from django.conf import settings
 from django.core.management import call_command
 
 from beat_engine.clock import SystemClock
-from jobs.metrics import counters
 from jobs.models import DeadLetter, Job, JobRun
 from jobs.services.dead_letters import dead_letter_replay
 from jobs.states import AttemptOutcome, RunState
@@ -56,10 +55,6 @@ def _wait_state(run: JobRun, *states: RunState, worker: CeleryWorker) -> JobRun:
     except AssertionError:
         raise AssertionError(worker.log_tail()) from None
     return JobRun.objects.get(id=run.id)
-
-
-def _counter(name: str) -> int:
-    return counters().get(name, 0)
 
 
 def test_callable_success_records_run_attempt_context_and_key(worker: CeleryWorker) -> None:
@@ -175,13 +170,13 @@ def test_duplicate_and_stale_messages_are_dropped_and_counted(worker: CeleryWork
     run = _queued_run(job)
     publish_run(run.id, 1)
     done = _wait_state(run, RunState.SUCCEEDED, worker=worker)
-    before = _counter("scheduler_duplicate_deliveries_total")
+    before = worker.metric("scheduler_duplicate_deliveries_total")
 
     publish_run(run.id, 1)  # redelivery of the same attempt
     publish_run(run.id, 7)  # a message for an attempt that never was
 
     wait_until(
-        lambda: _counter("scheduler_duplicate_deliveries_total") == before + 2,
+        lambda: worker.metric("scheduler_duplicate_deliveries_total") == before + 2,
         what="both duplicates counted",
     )
     again = JobRun.objects.get(id=run.id)

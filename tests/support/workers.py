@@ -23,6 +23,7 @@ from kombu import Exchange, Queue
 
 from jobs.models import JobRun, RunAttempt
 from jobs.states import AttemptOutcome, RunState
+from tests.support.metrics import free_port, scrape, value
 from tests.support.waiting import test_database_url, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,9 +43,18 @@ class CeleryWorker:
     module: str = "celery"
     process: subprocess.Popen[bytes] | None = None
     _log_offset: int = 0
+    # The worker host's Prometheus exporter (jobs/worker_metrics.py), on a port of its own.
+    metrics_port: int = 0
 
     def start(self) -> None:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        if not self.metrics_port:
+            self.metrics_port = free_port()
+        self.env = {
+            **self.env,
+            "SCHEDULER_WORKER_METRICS_PORT": str(self.metrics_port),
+            "PROMETHEUS_MULTIPROC_DIR": str(self.log_path.parent / f"metrics-{self.metrics_port}"),
+        }
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [
@@ -83,6 +93,10 @@ class CeleryWorker:
         with self.log_path.open("rb") as fh:
             fh.seek(self._log_offset)
             return b" ready." in fh.read()
+
+    def metric(self, name: str, **labels: str) -> float:
+        """A metric of this worker and its pool children, as a scrape of its port reads it."""
+        return value(scrape(f"http://127.0.0.1:{self.metrics_port}/metrics"), name, **labels)
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:]
