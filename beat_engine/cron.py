@@ -85,22 +85,28 @@ class CronExpression:
         return dom or dow
 
 
-@lru_cache(maxsize=1024)
-def parse_cron(expr: str) -> CronExpression:
+def cron_fields(expr: str) -> list[str]:
+    """The five field texts of ``expr``, a macro replaced by what it stands for."""
     text = _clean_cron_text(expr)
     if text.startswith("@"):
         macro = _MACROS.get(text.lower())
         if macro is None:
             raise ScheduleError("schedule", _macro_message(text))
-        fields = macro.split()
-    else:
-        fields = text.split()
-        if len(fields) != 5:
-            raise ScheduleError(
-                "schedule",
-                f"expected 5 fields (minute hour day-of-month month day-of-week), "
-                f"got {len(fields)} in {text!r}",
-            )
+        return macro.split()
+    fields = text.split()
+    if len(fields) != 5:
+        raise ScheduleError(
+            "schedule",
+            f"expected 5 fields (minute hour day-of-month month day-of-week), "
+            f"got {len(fields)} in {text!r}",
+        )
+    return fields
+
+
+@lru_cache(maxsize=1024)
+def parse_cron(expr: str) -> CronExpression:
+    text = _clean_cron_text(expr)
+    fields = cron_fields(text)
     minutes, hours, doms, months, dows = (
         _parse_field(token, *spec) for token, spec in zip(fields, _FIELDS, strict=True)
     )

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
 from django.db.models import Q, QuerySet
 from django.db.models.fields.related import RelatedField
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from beat_engine.clock import SystemClock
+from jobs.admin_forms import JobAdminForm
 from jobs.errors import SchedulerError
 from jobs.models import (
     ApiKey,
@@ -21,16 +22,21 @@ from jobs.models import (
     DedupKey,
     Job,
     JobRun,
+    JobStatus,
     PartitionEpoch,
     RunAttempt,
     Tenant,
     TenantMember,
 )
+from jobs.schedule_preview import describe_cron, next_firings
 from jobs.services import jobs as job_services
 from jobs.services.dead_letters import dead_letter_replay
 from jobs.services.tenants import api_key_create
 
 clock = SystemClock()
+
+# "View site" leads to the status pages, where operators watch what the admin configures.
+admin.site.site_url = "/status/"
 
 
 def tenant_of(request: HttpRequest) -> Tenant | None:
@@ -70,8 +76,9 @@ class TenantScopedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Non-superuser staff see and change only their own tenant's objects.
 
     Actions that change state (pause, cancel, trigger, replay) declare
-    ``permissions=["operate"]``: they need the model's change permission, while the change
-    form itself stays read-only, so no field is ever edited around the services.
+    ``permissions=["operate"]``: they need the model's change permission. Only the job form
+    edits, and it saves through the job services (jobs/admin_forms.py); every other change
+    form stays read-only, so no field is ever edited around the services.
     """
 
     tenant_field = "tenant"
@@ -88,6 +95,13 @@ class TenantScopedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if tenant is None:
             return queryset.none()
         return queryset.filter(**{self.tenant_field: tenant})
+
+    def _get_obj_does_not_exist_redirect(
+        self, request: HttpRequest, opts: Any, object_id: str
+    ) -> Any:
+        # Another tenant's object is outside this user's queryset: answer 404, as for an id
+        # that does not exist, instead of Django's redirect to the index.
+        raise Http404(f"no {opts.verbose_name} with id {object_id!r} for this account")
 
 
 class ReadOnlyAdmin(TenantScopedAdmin):
@@ -113,6 +127,17 @@ class TenantAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             return queryset
         tenant = tenant_of(request)
         return queryset.filter(pk=tenant.pk) if tenant else queryset.none()
+
+    # A tenant's limits are the operator's to set: its own staff may read them, never change
+    # them, whatever model permissions the account was given.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
 
 
 @admin.register(ApiKey)
@@ -234,9 +259,49 @@ class JobAdmin(TenantScopedAdmin):
         "status_reason",
         "source",
         "recent_runs",
+        "schedule_preview",
+        "header_names",
     )
     actions = ("pause", "resume", "cancel", "trigger_now")
     ordering = ("name",)
+    form = JobAdminForm
+    # The editable definition, grouped as the API groups it; the form saves it through the
+    # job services. Read-only fields (state, recent runs, and any other admin display added
+    # to readonly_fields) follow on the change page.
+    definition_fieldsets: tuple[tuple[str | None, tuple[str, ...]], ...] = (
+        (None, ("tenant", "name", "description", "expected_version")),
+        ("Schedule", ("kind", "cron_expression", "interval_seconds", "run_at", "timezone")),
+        ("Target", ("target_kind", "target_name", "target_url", "target_headers", "payload")),
+        (
+            "Retries and timeout",
+            (
+                "max_attempts",
+                "retry_base_delay",
+                "retry_max_delay",
+                "retry_jitter",
+                "retry_on_client_error",
+                "timeout",
+            ),
+        ),
+        (
+            "Policies",
+            (
+                "concurrency_policy",
+                "catchup_policy",
+                "catchup_limit",
+                "starting_deadline",
+                "jitter_window",
+                "critical",
+                "queue",
+                "priority",
+            ),
+        ),
+    )
+    # Shown instead of form-only fields when the page is read-only (no change permission).
+    read_only_substitutes: ClassVar[dict[str, str | None]] = {
+        "target_headers": "header_names",
+        "expected_version": None,
+    }
 
     @admin.display(description="schedule")
     def schedule(self, job: Job) -> str:
@@ -278,12 +343,77 @@ class JobAdmin(TenantScopedAdmin):
         )
         return format_html("<table>{}{}</table>", mark_safe(header), rows)
 
+    @admin.display(description="next firings")
+    def schedule_preview(self, job: Job) -> str:
+        fires = next_firings(job, now=clock.now())
+        described = (
+            format_html("<p>{}</p>", describe_cron(job.cron_expression))
+            if job.cron_expression
+            else ""
+        )
+        if not fires:
+            return format_html("{}<p>none</p>", described)
+        items = format_html_join("", "<li>{}</li>", ((f.isoformat(),) for f in fires))
+        return format_html("{}<p>in {}:</p><ol>{}</ol>", described, job.timezone, items)
+
+    @admin.display(description="target headers")
+    def header_names(self, job: Job) -> str:
+        # Values may be secrets (tokens); only the names are ever shown.
+        return ", ".join(sorted(job.target_headers)) or "-"
+
     def has_add_permission(self, request: HttpRequest) -> bool:
-        # Jobs are created through the API or declared in code, where they are validated.
-        return False
+        # A tenant's staff create jobs for their own tenant; staff without one cannot.
+        allowed = super().has_add_permission(request)
+        return allowed and (request.user.is_superuser or tenant_of(request) is not None)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A cancelled or completed job is history: job_update refuses it, so it is shown
+        # read-only instead of offering a form that can only fail.
+        if obj is not None and obj.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Deleting would drop the run history; the cancel action stops a job through the
+        # service, as DELETE in the API does.
         return False
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        tenant = tenant_of(request)
+        if request.user.is_superuser:
+            tenants = Tenant.objects.filter(is_active=True).order_by("name")
+        else:
+            tenants = Tenant.objects.filter(pk=tenant.pk) if tenant else Tenant.objects.none()
+        return type(form.__name__, (form,), {"allowed_tenants": tenants, "now": clock.now()})
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        editable = obj is None or self.has_change_permission(request, obj)
+        fieldsets: list[tuple[str | None, dict[str, Any]]] = []
+        for title, names in self.definition_fieldsets:
+            shown = names if editable else self._read_only_names(names)
+            if title == "Schedule" and obj is not None:
+                shown = (*shown, "schedule_preview")
+            fieldsets.append((title, {"fields": shown}))
+        if obj is not None:
+            placed = {name for _, opts in fieldsets for name in opts["fields"]}
+            rest = tuple(
+                name
+                for name in self.get_readonly_fields(request, obj)
+                if name not in placed and name not in self.read_only_substitutes.values()
+            )
+            fieldsets.append(("State and history", {"fields": rest}))
+        return fieldsets
+
+    def _read_only_names(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        swapped = (self.read_only_substitutes.get(name, name) for name in names)
+        return tuple(name for name in swapped if name is not None)
+
+    def save_model(self, request: HttpRequest, obj: Job, form: Any, change: bool) -> None:
+        # JobAdminForm saved the job through job_create / job_update while it was cleaned.
+        return
 
     @admin.action(description="Pause selected jobs", permissions=["operate"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:

@@ -93,7 +93,7 @@ def test_staff_sees_only_their_tenant() -> None:
     body = client.get(reverse("admin:jobs_job_changelist")).content.decode()
     assert my_job.name in body
     assert their_job.name not in body
-    assert client.get(reverse("admin:jobs_job_change", args=[their_job.pk])).status_code == 302
+    assert client.get(reverse("admin:jobs_job_change", args=[their_job.pk])).status_code == 404
     assert Job.objects.count() == 2
 
 
