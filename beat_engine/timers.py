@@ -13,6 +13,7 @@ from django.db.backends.utils import CursorWrapper
 from beat_engine.errors import FencedOut
 from beat_engine.fencing import fence
 from beat_engine.publisher import QueuedRun
+from jobs.models import JobStatus
 from jobs.states import TIMER_STATES, AttemptOutcome, RunState
 
 _TIMER_STATES = sorted(state.value for state in TIMER_STATES)
@@ -25,6 +26,11 @@ WITH mine(partition, epoch) AS (SELECT * FROM unnest(%s::int[], %s::bigint[])),
 due AS (
     SELECT id FROM jobs_jobrun
      WHERE partition = ANY(%s::int[]) AND state = ANY(%s::text[]) AND due_at <= %s
+       -- Pause holds the job's runs not yet started (docs/dags.md, "Cancel and pause"):
+       -- they stay pending until the job is resumed; a retry of a started run goes on.
+       AND NOT (state = '{RunState.PENDING.value}' AND EXISTS (
+           SELECT 1 FROM jobs_job p
+            WHERE p.id = jobs_jobrun.job_id AND p.status = '{JobStatus.PAUSED.value}'))
      ORDER BY due_at, scheduled_for
      LIMIT %s
        FOR UPDATE SKIP LOCKED)

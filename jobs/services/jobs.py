@@ -29,7 +29,7 @@ from jobs.models import (
 )
 from jobs.models_reasons import JobEventKind
 from jobs.notify import notify_job_changed
-from jobs.services import dependencies
+from jobs.services import dag_handoff, dependencies
 from jobs.services.dedup import dedup_key_for
 from jobs.services.job_events import job_event_record, job_schedule_fields
 from jobs.services.runs import runs_cancel_of_job
@@ -419,8 +419,11 @@ def _cancel_downstream(job: Job, *, cascade: bool, now: datetime) -> None:
         child.status = JobStatus.CANCELLED
         child.status_reason = f"cancelled with its ancestor {job.name!r} ({job.id})"
         child.next_fire_at = None
-        runs_cancel_of_job(job_id=child.id, now=now)
         _bump(child, now=now)
+    # Every job below is cancelled before any of their runs is, so a run's cancel hands
+    # nothing down to a job that is being cancelled too.
+    for child in locked:
+        runs_cancel_of_job(job_id=child.id, now=now)
 
 
 @transaction.atomic
@@ -453,6 +456,7 @@ def job_trigger_now(*, job_id: uuid.UUID, now: datetime) -> JobRun:
     job = Job.objects.select_for_update(no_key=True).get(id=job_id)
     if job.status in (JobStatus.CANCELLED,):
         raise InvalidTransition("a cancelled job cannot be triggered")
+    dag_handoff.refuse_standalone_run(job, verb="trigger")
     run = JobRun.objects.create(
         job=job,
         tenant_id=job.tenant_id,
