@@ -128,6 +128,9 @@ class TenantAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         tenant = tenant_of(request)
         return queryset.filter(pk=tenant.pk) if tenant else queryset.none()
 
+    # Another tenant is outside the queryset: 404, as for every tenant-scoped object.
+    _get_obj_does_not_exist_redirect = TenantScopedAdmin._get_obj_does_not_exist_redirect
+
     # A tenant's limits are the operator's to set: its own staff may read them, never change
     # them, whatever model permissions the account was given.
     def has_add_permission(self, request: HttpRequest) -> bool:
