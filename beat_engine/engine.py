@@ -29,6 +29,7 @@ from beat_engine.publisher import Publisher, QueuedRun, Rendered
 from beat_engine.quotas import TenantAllowances
 from beat_engine.sweep import sweep_lost_publishes
 from beat_engine.timers import fire_timers
+from beat_engine.webhook_sender import WebhookSender, check_lateness
 from jobs.services.reasons import reasons_purge
 
 logger = logging.getLogger("beat_engine")
@@ -42,6 +43,10 @@ _DEFERRALS_FLUSH_S = 5.0
 # How often a node purges decision reasons and job events past their retention; every node
 # does (a delete of what another node already deleted finds nothing).
 _REASONS_PURGE_S = 600.0
+# How often the delivery thread is woken for due webhook deliveries, and how often the node
+# holding partition 0 checks tenants' lateness (docs/operations.md, "Notifications").
+_WEBHOOKS_POLL_S = 2.0
+_LATENESS_CHECK_S = 60.0
 # How often a node samples the length of the broker queues it publishes to (a gauge).
 _QUEUE_DEPTH_S = 5.0
 
@@ -82,6 +87,10 @@ class BeatEngine:
         self._next_sweep_mono = now_mono
         self._next_deferrals_mono = now_mono + _DEFERRALS_FLUSH_S
         self._next_purge_mono = now_mono + _REASONS_PURGE_S
+        # Notification webhooks: delivered on a thread of their own (beat_engine/webhook_sender.py).
+        self._webhooks = WebhookSender(clock=clock, node_id=config.node_id)
+        self._next_webhooks_mono = now_mono
+        self._next_lateness_mono = now_mono + _LATENESS_CHECK_S
         self._next_depth_mono = now_mono
         self._stop_claims_at = now_mono
         # One thread (and connection) that prepares the next batch while a backlog drains.
@@ -125,12 +134,7 @@ class BeatEngine:
         if mono >= self._next_sweep_mono:
             self._sweep(self.clock.now())
             self._next_sweep_mono = mono + self.config.sweep_s
-        if mono >= self._next_deferrals_mono:
-            self._deferrals.flush()
-            self._next_deferrals_mono = mono + _DEFERRALS_FLUSH_S
-        if mono >= self._next_purge_mono:
-            self._purge_reasons(self.clock.now())
-            self._next_purge_mono = mono + _REASONS_PURGE_S
+        self._record_duties(mono)
         if mono >= self._next_depth_mono:
             self._outbox.sample_queue_depth()
             self._next_depth_mono = mono + _QUEUE_DEPTH_S
@@ -174,6 +178,7 @@ class BeatEngine:
             self._carried = None
         self._preparer.shutdown()
         self._notices.close()
+        self._webhooks.close()
 
     # --- selection --------------------------------------------------------------------------
 
@@ -409,6 +414,27 @@ class BeatEngine:
     def _head_due(self) -> bool:
         head = self.heap.peek()
         return head is not None and head.due_at <= self.clock.now()
+
+    def _record_duties(self, mono: float) -> None:
+        """Decision reasons and notifications, each at its own period."""
+        if mono >= self._next_deferrals_mono:
+            self._deferrals.flush()
+            self._next_deferrals_mono = mono + _DEFERRALS_FLUSH_S
+        if mono >= self._next_purge_mono:
+            self._purge_reasons(self.clock.now())
+            self._next_purge_mono = mono + _REASONS_PURGE_S
+        if mono >= self._next_webhooks_mono:
+            self._notify(mono)
+            self._next_webhooks_mono = mono + _WEBHOOKS_POLL_S
+
+    def _notify(self, mono: float) -> None:
+        # The sustained-lateness check reads every tenant's recent runs: one node does it, the
+        # holder of partition 0; two holders during a handover record one alert per window all
+        # the same (its unique key).
+        if mono >= self._next_lateness_mono and 0 in self.leases:
+            check_lateness(self.clock, self.config.node_id)
+            self._next_lateness_mono = mono + _LATENESS_CHECK_S
+        self._webhooks.poll()
 
     def _purge_reasons(self, now: datetime) -> None:
         deleted = reasons_purge(now=now)

@@ -14,6 +14,7 @@ from beat_engine.errors import FencedOut
 from beat_engine.fencing import fence
 from beat_engine.publisher import QueuedRun
 from jobs.models import JobStatus
+from jobs.services.notifications import DeadLetterFact, notify_dead_letters
 from jobs.states import TIMER_STATES, AttemptOutcome, RunState
 
 _TIMER_STATES = sorted(state.value for state in TIMER_STATES)
@@ -189,3 +190,8 @@ def _reap(
         if dead:
             columns = [list(column) for column in zip(*dead, strict=True)]
             cursor.execute(DEAD_LETTER_SQL, [now, *columns])
+            # Webhook deliveries in the same transaction; sent later, off this path.
+            notify_dead_letters(
+                [DeadLetterFact(run, attempts, error) for run, _j, _t, attempts, error in dead],
+                now=now,
+            )

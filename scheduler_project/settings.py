@@ -216,6 +216,18 @@ SCHEDULER: dict[str, Any] = {
     # retention are purged by the beat nodes.
     "LATE_AFTER_S": env_float("SCHEDULER_LATE_AFTER_S", 1.0, minimum=0.0),
     "REASON_RETENTION_DAYS": env_int("SCHEDULER_REASON_RETENTION_DAYS", 30, minimum=1),
+    # Notification webhooks (docs/operations.md, "Notifications"). The signing key derives
+    # every webhook's secret; it is never stored in the database.
+    "WEBHOOK_SIGNING_KEY": env_str("SCHEDULER_WEBHOOK_SIGNING_KEY", SECRET_KEY),
+    "WEBHOOK_TIMEOUT_S": env_float("SCHEDULER_WEBHOOK_TIMEOUT_S", 5.0, minimum=0.1),
+    "WEBHOOK_MAX_ATTEMPTS": env_int("SCHEDULER_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1),
+    "WEBHOOK_RETRY_BASE_S": env_float("SCHEDULER_WEBHOOK_RETRY_BASE_S", 10.0, minimum=0.001),
+    "WEBHOOK_RETRY_MAX_S": env_float("SCHEDULER_WEBHOOK_RETRY_MAX_S", 3600.0, minimum=0.001),
+    # Sustained lateness: p99 of lateness over the window above LATENESS_ALERT_S, on at least
+    # LATENESS_ALERT_MIN_RUNS runs, notifies once per window.
+    "LATENESS_ALERT_S": env_float("SCHEDULER_LATENESS_ALERT_S", 1.0, minimum=0.0),
+    "LATENESS_ALERT_WINDOW_S": env_int("SCHEDULER_LATENESS_ALERT_WINDOW_S", 300, minimum=10),
+    "LATENESS_ALERT_MIN_RUNS": env_int("SCHEDULER_LATENESS_ALERT_MIN_RUNS", 10, minimum=1),
 }
 # --- Metrics (docs/operations.md, "Scraping") -------------------------------------------
 # The web serves /metrics; each beat node and each worker host serves its own on a port

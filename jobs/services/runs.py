@@ -423,6 +423,7 @@ def run_dead_letter(
     message on the dead-letter queue for whatever alerts. The state the run ended in (dead, or
     cancelled when its cancel had been requested: no dead letter then), None when stale."""
     from jobs.services.dead_letters import dead_letter_announce
+    from jobs.services.notifications import DeadLetterFact, notify_dead_letters
 
     accepted = _finish(
         run_id=run_id,
@@ -448,6 +449,9 @@ def run_dead_letter(
             "moved_at": now,
         },
     )
+    # Notification webhooks: recorded in the outcome's transaction and delivered later by the
+    # beat nodes, so a slow receiver never holds this worker (jobs/services/notifications.py).
+    notify_dead_letters([DeadLetterFact(run_id, attempt, error)], now=now)
     transaction.on_commit(
         lambda: dead_letter_announce(
             run_id=run_id, job_id=job_id, attempts=attempt, error=error, now=now
