@@ -40,9 +40,10 @@ import json
 import logging
 
 import redis
-from django.db import transaction
+from django.db import connection, transaction
 
-from jobs.models import RunTrigger
+from jobs.errors import InvalidTransition
+from jobs.models import Job, JobKind, RunTrigger
 from jobs.notify import CHANGES_CHANNEL, redis_client
 from jobs.services.dedup import dedup_key_sql
 from jobs.states import TERMINAL_STATES, RunState
@@ -210,3 +211,34 @@ def wake_children(partitions: list[int]) -> None:
             logger.warning("dag.wake_failed", exc_info=True)
 
     transaction.on_commit(publish)
+
+
+# The roots above a job: the jobs a run of it for some T must start from.
+_ROOTS_SQL = """
+WITH RECURSIVE up(id) AS (
+    SELECT parent_id FROM jobs_jobdependency WHERE child_id = %s
+    UNION
+    SELECT e.parent_id FROM jobs_jobdependency e JOIN up ON e.child_id = up.id
+)
+SELECT j.name, j.id FROM up JOIN jobs_job j ON j.id = up.id
+ WHERE NOT EXISTS (SELECT 1 FROM jobs_jobdependency e WHERE e.child_id = j.id)
+ ORDER BY j.name, j.id
+"""
+
+
+def refuse_standalone_run(job: Job, *, verb: str) -> None:
+    """A dependent job runs only for a logical time its roots fired at, so it is never
+    triggered or backfilled on its own: a run for a T its parents never had would break
+    "every job of one DAG run shares one T" and could never be decided by its parents.
+    Raises InvalidTransition naming the roots to ``verb`` (trigger, backfill) instead."""
+    if job.kind != JobKind.DEPENDENT:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_ROOTS_SQL, [job.id])
+        roots = [f"{name!r} ({root_id})" for name, root_id in cursor.fetchall()]
+    listed = ", ".join(roots[:10]) + (f" and {len(roots) - 10} more" if len(roots) > 10 else "")
+    raise InvalidTransition(
+        f"job {job.name!r} runs after its parents, once per firing of its roots, and cannot be "
+        f"{verb}ed on its own; {verb} its root job instead: "
+        f"{listed or 'none'}. To run it again for one logical time, replay that run."
+    )

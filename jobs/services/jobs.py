@@ -29,7 +29,7 @@ from jobs.models import (
 )
 from jobs.models_reasons import JobEventKind
 from jobs.notify import notify_job_changed
-from jobs.services import dependencies
+from jobs.services import dag_handoff, dependencies
 from jobs.services.dedup import dedup_key_for
 from jobs.services.job_events import job_event_record, job_schedule_fields
 from jobs.services.runs import runs_cancel_of_job
@@ -456,6 +456,7 @@ def job_trigger_now(*, job_id: uuid.UUID, now: datetime) -> JobRun:
     job = Job.objects.select_for_update(no_key=True).get(id=job_id)
     if job.status in (JobStatus.CANCELLED,):
         raise InvalidTransition("a cancelled job cannot be triggered")
+    dag_handoff.refuse_standalone_run(job, verb="trigger")
     run = JobRun.objects.create(
         job=job,
         tenant_id=job.tenant_id,

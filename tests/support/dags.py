@@ -6,10 +6,11 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobs.models import Job, JobDependency, JobKind, JobRun, TriggerRule
+from jobs.models import Job, JobRun, Tenant, TriggerRule
 from jobs.services import runs
+from jobs.services.jobs import JobInput, job_create
 from jobs.states import RunState
-from tests.support.factories import job_factory, run_factory, tenant_factory
+from tests.support.factories import run_factory, tenant_factory
 
 # A root schedule that never fires during a test: the runs come from the test.
 YEARLY = "0 0 1 1 *"
@@ -20,30 +21,37 @@ def dag_jobs(
     *,
     now: datetime,
     all_done: Iterable[str] = (),
+    roots: dict[str, Any] | None = None,
     **job_fields: Any,
 ) -> dict[str, Job]:
-    """Jobs named by the letters in ``edges`` (parent, child); jobs without parents are roots
-    on a yearly schedule, the others dependent jobs, as the dependency service stores them."""
+    """Jobs named by the letters in ``edges`` (parent, child), created through job_create:
+    jobs without parents are roots (yearly, or ``roots``' schedule fields), the others depend
+    on their parents (trigger rule all_done for those in ``all_done``)."""
     pairs = list(edges)
     names = sorted({name for pair in pairs for name in pair})
-    children = {child for _parent, child in pairs}
+    parents = {name: [p for p, c in pairs if c == name] for name in names}
     done_rule = set(all_done)
     tenant = tenant_factory(now=now)
     jobs: dict[str, Job] = {}
-    for name in names:
-        job = job_factory(tenant, now=now, name=f"{name}-{tenant.name}", cron=YEARLY, **job_fields)
-        if name in children:
-            rule = TriggerRule.ALL_DONE if name in done_rule else TriggerRule.ALL_SUCCESS
-            Job.objects.filter(id=job.id).update(
-                kind=JobKind.DEPENDENT, next_fire_at=None, cron_expression="", trigger_rule=rule
-            )
-            job.refresh_from_db()
-        jobs[name] = job
-    JobDependency.objects.bulk_create(
-        JobDependency(tenant=tenant, parent=jobs[p], child=jobs[c], created_at=now)
-        for p, c in pairs
-    )
+    while len(jobs) < len(names):
+        for name in names:
+            if name in jobs or any(p not in jobs for p in parents[name]):
+                continue
+            fields: dict[str, Any] = {"name": f"{name}-{tenant.name}", **job_fields}
+            if parents[name]:
+                fields["depends_on"] = [jobs[p].id for p in parents[name]]
+                fields["trigger_rule"] = (
+                    TriggerRule.ALL_DONE if name in done_rule else TriggerRule.ALL_SUCCESS
+                )
+            else:
+                fields.update(roots or {"cron": YEARLY})
+            jobs[name] = _create(tenant, now=now, **fields)
     return jobs
+
+
+def _create(tenant: Tenant, *, now: datetime, **fields: Any) -> Job:
+    data: dict[str, Any] = {"target_kind": "callable", "target_name": "demo.heartbeat", **fields}
+    return job_create(tenant=tenant, data=JobInput(**data), now=now)
 
 
 def running(job: Job, *, scheduled_for: datetime, now: datetime) -> JobRun:

@@ -11,7 +11,9 @@ from django.db import connection, transaction
 
 from beat_engine.clock import Clock, SystemClock
 from beat_engine.schedules import count_fires, iter_fires
+from jobs.errors import InvalidTransition
 from jobs.models import Job, RunTrigger
+from jobs.services.dag_handoff import refuse_standalone_run
 from jobs.services.dedup import dedup_key_for
 from jobs.services.jobs import schedule_spec
 from jobs.states import RunState
@@ -98,9 +100,16 @@ class Command(BaseCommand):
 
     def _job(self, text: str) -> Job:
         try:
-            return Job.objects.get(id=uuid.UUID(text))
+            job = Job.objects.get(id=uuid.UUID(text))
         except (ValueError, Job.DoesNotExist):
             raise CommandError(f"no job with id {text!r}") from None
+        # A root's backfill runs its whole DAG (the hand-off follows each root run); a dependent
+        # job has no firings of its own to backfill.
+        try:
+            refuse_standalone_run(job, verb="backfill")
+        except InvalidTransition as exc:
+            raise CommandError(str(exc)) from None
+        return job
 
     def _dry_run(self, job: Job, fires: list[datetime]) -> None:
         existing = set(
