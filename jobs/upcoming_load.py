@@ -14,13 +14,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
+from django.db.models.expressions import RawSQL
 
 from beat_engine.load_forecast import LoadForecast, ScheduleGroup, forecast_load
 from beat_engine.schedules import ScheduleKind, ScheduleSpec
 from jobs.models import Job, JobKind, JobStatus, Tenant
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SECOND = timedelta(seconds=1)
+# An interval job's phase: its anchor modulo its interval, in whole seconds.
+_PHASE_SQL = "floor(extract(epoch FROM anchor_at))::bigint %% interval_seconds"
 
+# Only jobs with a schedule of their own: a dependent job fires when its parents finish.
 # The phase is only meaningful for an anchor already passed; a later anchor is its own group,
 # since the job does not fire before it. One-off jobs are grouped by their instant (to the
 # second) and only read when it falls inside the horizon.
@@ -30,7 +35,7 @@ SELECT kind,
        timezone,
        interval_seconds,
        CASE WHEN kind = %(interval)s AND anchor_at <= %(now)s
-            THEN (floor(extract(epoch FROM anchor_at))::bigint %% interval_seconds) END AS phase,
+            THEN ({phase}) END AS phase,
        CASE WHEN kind = %(interval)s AND anchor_at > %(now)s THEN date_trunc('second', anchor_at)
             WHEN kind = %(once)s THEN date_trunc('second', next_fire_at) END AS at,
        jitter_window,
@@ -38,6 +43,7 @@ SELECT kind,
        count(*)
   FROM jobs_job
  WHERE status = %(active)s
+   AND kind IN (%(cron)s, %(interval)s, %(once)s)
    AND (kind <> %(once)s OR (next_fire_at > %(now)s AND next_fire_at < %(end)s))
    {tenant_filter}
  GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
@@ -52,8 +58,13 @@ class GroupKey:
     cron_expression: str
     timezone: str
     interval_seconds: int | None
+    # An interval group's phase (anchor modulo interval, seconds), or its later anchor.
+    phase: int | None
+    anchor_at: datetime | None
     jitter_window: timedelta
     tenant_id: int
+    # The instant the groups were read at: a phase groups the anchors passed by then.
+    as_of: datetime
 
 
 def schedule_groups(
@@ -64,6 +75,7 @@ def schedule_groups(
         "now": now,
         "end": now + horizon,
         "active": JobStatus.ACTIVE.value,
+        "cron": JobKind.CRON.value,
         "interval": JobKind.INTERVAL.value,
         "once": JobKind.ONCE.value,
     }
@@ -72,7 +84,7 @@ def schedule_groups(
         tenant_filter = "AND tenant_id = %(tenant)s"
         params["tenant"] = tenant.pk
     with connection.cursor() as cursor:
-        cursor.execute(_GROUPS_SQL.format(tenant_filter=tenant_filter), params)
+        cursor.execute(_GROUPS_SQL.format(tenant_filter=tenant_filter, phase=_PHASE_SQL), params)
         rows = cursor.fetchall()
     names = dict(Tenant.objects.filter(pk__in={row[7] for row in rows}).values_list("pk", "name"))
     groups: list[ScheduleGroup] = []
@@ -83,7 +95,7 @@ def schedule_groups(
             spec=spec, jitter=jitter, tenant=names[tenant_id], count=count, label=label
         )
         groups.append(group)
-        keys[group] = GroupKey(kind, cron, zone, interval_s, jitter, tenant_id)
+        keys[group] = GroupKey(kind, cron, zone, interval_s, phase, at, jitter, tenant_id, now)
     return groups, keys
 
 
@@ -138,6 +150,16 @@ def example_jobs(key: GroupKey, *, limit: int = 3) -> list[Job]:
     )
     if key.kind == JobKind.CRON:
         jobs = jobs.filter(cron_expression=key.cron_expression)
-    elif key.kind == JobKind.INTERVAL:
-        jobs = jobs.filter(interval_seconds=key.interval_seconds)
+    elif key.kind == JobKind.INTERVAL and key.phase is not None:
+        jobs = jobs.annotate(phase=RawSQL(_PHASE_SQL, [])).filter(
+            interval_seconds=key.interval_seconds, anchor_at__lte=key.as_of, phase=key.phase
+        )
+    elif key.anchor_at is not None:
+        # A one-off job's instant, or an interval job's anchor still ahead (to the second).
+        moment = "next_fire_at" if key.kind == JobKind.ONCE else "anchor_at"
+        jobs = jobs.filter(
+            **{f"{moment}__gte": key.anchor_at, f"{moment}__lt": key.anchor_at + _SECOND}
+        )
+        if key.kind == JobKind.INTERVAL:
+            jobs = jobs.filter(interval_seconds=key.interval_seconds)
     return list(jobs.order_by("name")[:limit])

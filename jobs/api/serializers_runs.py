@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.api.fields import AwareDateTimeField, SecondsOutField, StrictQuery
 from jobs.api.serializers import JobOut
+from jobs.api.serializers_figures import JobFiguresOut, figures_body
 from jobs.models import JobStatus
 from jobs.selectors import PREVIEW_MAX
+from jobs.services.run_results import result_decoded, results_of_run
 from jobs.states import RunState
+
+
+class AttemptResultOut(serializers.Serializer[Any]):
+    """The attempt's stored result (django-celery-results), jobs/services/run_results.py."""
+
+    task_id = serializers.CharField(
+        help_text="'<run_id>:<attempt>': Celery's AsyncResult(task_id) reads the same result."
+    )
+    status = serializers.CharField(help_text="SUCCESS, FAILURE or REVOKED")
+    value = serializers.JSONField(
+        allow_null=True,
+        help_text="The target's return value or response summary; for a failure, the error.",
+    )
+    traceback = serializers.CharField(allow_null=True)
+    done_at = AwareDateTimeField(source="date_done")
 
 
 class AttemptOut(serializers.Serializer[Any]):
@@ -22,6 +39,15 @@ class AttemptOut(serializers.Serializer[Any]):
     finished_at = AwareDateTimeField(allow_null=True)
     outcome = serializers.CharField()
     error = serializers.CharField()
+    result = serializers.SerializerMethodField()
+
+    @extend_schema_field(AttemptResultOut(allow_null=True))
+    def get_result(self, attempt: Any) -> dict[str, Any] | None:
+        row = self.context.get("attempt_results", {}).get(attempt.attempt)
+        if row is None:
+            return None
+        row.value = result_decoded(row)
+        return dict(AttemptResultOut(row).data)
 
 
 class RunOut(serializers.Serializer[Any]):
@@ -43,7 +69,9 @@ class RunOut(serializers.Serializer[Any]):
     queued_at = AwareDateTimeField(allow_null=True)
     started_at = AwareDateTimeField(allow_null=True)
     finished_at = AwareDateTimeField(allow_null=True)
+    # First attempt: due instant to message in the broker (publish lag), and to its start.
     lateness_sec = SecondsOutField(source="lateness", allow_null=True)
+    start_lag_sec = SecondsOutField(source="start_lag", allow_null=True)
     cancel_requested = serializers.BooleanField()
     last_error = serializers.CharField()
     replayed_count = serializers.IntegerField()
@@ -55,12 +83,19 @@ class RunDetailOut(RunOut):
     result = serializers.JSONField(allow_null=True)
     attempts = AttemptOut(many=True)
 
+    def to_representation(self, instance: Any) -> Any:
+        # One lookup for every attempt's stored result; the nested attempts read the context.
+        context = cast("dict[str, Any]", self.context)
+        context["attempt_results"] = results_of_run(instance)
+        return super().to_representation(instance)
+
 
 class JobDetailOut(JobOut):
-    """The definition plus the latest run and how many runs ended in each state."""
+    """The definition plus the latest run, and counts and figures over the recent runs."""
 
     last_run = serializers.SerializerMethodField()
     run_counts = serializers.SerializerMethodField()
+    figures = serializers.SerializerMethodField()
 
     @extend_schema_field(RunOut(allow_null=True))
     def get_last_run(self, job: Any) -> dict[str, Any] | None:
@@ -70,6 +105,13 @@ class JobDetailOut(JobOut):
     @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
     def get_run_counts(self, job: Any) -> dict[str, int]:
         return dict(self.context.get("run_counts", {}))
+
+    @extend_schema_field(JobFiguresOut(allow_null=True))
+    def get_figures(self, job: Any) -> dict[str, Any] | None:
+        figures = self.context.get("figures")
+        if figures is None:
+            return None
+        return figures_body(figures, job=job, last_run=self.context.get("last_run"))
 
 
 class DeadLetterOut(serializers.Serializer[Any]):

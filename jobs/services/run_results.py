@@ -90,7 +90,7 @@ def _encoded_result(entry: AttemptResult) -> str:
 
 def result_record(entry: AttemptResult) -> None:
     """Write (or rewrite) the attempt's TaskResult; one statement, its commit not flushed."""
-    params = {
+    params: dict[str, Any] = {
         "task_id": result_task_id(entry.run_id, entry.attempt),
         "task_name": entry.target[:_NAME_MAX_CHARS],
         "task_args": json.dumps([str(entry.run_id), entry.attempt]),

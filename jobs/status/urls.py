@@ -8,7 +8,7 @@ from typing import Any
 
 from django.urls import URLPattern, path
 
-from jobs.status import views_job, views_overview, views_run
+from jobs.status import views_job, views_overview, views_run, views_upcoming, views_why
 
 app_name = "status"
 
@@ -26,4 +26,6 @@ urlpatterns = [
     page("", views_overview.overview, "overview", nav="Overview"),
     page("jobs/<uuid:job_id>/", views_job.job_detail, "job"),
     page("runs/<uuid:run_id>/", views_run.run_detail, "run"),
+    page("upcoming/", views_upcoming.upcoming, "upcoming", nav="Upcoming load"),
+    page("why/", views_why.why, "why", nav="Why didn't it fire?"),
 ]

@@ -23,6 +23,7 @@ from jobs.services.run_results import (
 from jobs.states import RunState
 from scheduler_project.celery import app
 from tests.support import targets  # noqa: F401  (registers the test targets here too)
+from tests.support.api import api_client_for
 from tests.support.factories import job_factory, run_factory
 from tests.support.workers import (
     CeleryWorker,
@@ -76,7 +77,9 @@ def test_task_target_result_is_the_celery_task_result(worker: CeleryWorker) -> N
 def test_failed_attempt_keeps_its_traceback_and_the_retry_its_result(
     worker: CeleryWorker,
 ) -> None:
+    api = api_client_for("results")
     job = job_factory(
+        api.tenant,
         target_name="tests.flaky",
         retry_base_delay=timedelta(seconds=1),
         retry_max_delay=timedelta(seconds=2),
@@ -98,6 +101,20 @@ def test_failed_attempt_keeps_its_traceback_and_the_retry_its_result(
     assert "flaky failure on attempt 1" in str(error)
     assert _stored(run, 2).status == states.SUCCESS
     assert sorted(results_of_run(done)) == [1, 2]
+    # The API shows each attempt's stored result under its task id.
+    body = api.get(f"/v1/runs/{run.id}").json()
+    failed, succeeded = (attempt["result"] for attempt in body["attempts"])
+    assert failed["task_id"] == f"{run.id}:1"
+    assert failed["status"] == "FAILURE"
+    assert "flaky failure on attempt 1" in failed["traceback"]
+    assert failed["value"]["exc_type"] == "RuntimeError"
+    assert succeeded == {
+        "task_id": f"{run.id}:2",
+        "status": "SUCCESS",
+        "value": {"succeeded_on": 2},
+        "traceback": None,
+        "done_at": succeeded["done_at"],
+    }
 
 
 @pytest.mark.usefixtures("allowed_http_target")

@@ -94,3 +94,20 @@ def test_tenant_scope_and_peak_drill_down(jobs: dict[str, object]) -> None:
     assert biggest.count == 12
     names = [job.name for job in example_jobs(acme_keys[biggest])]
     assert names == ["nightly-00", "nightly-01", "nightly-02"]
+
+
+def test_examples_of_an_interval_group_are_the_jobs_in_its_phase(jobs: dict[str, object]) -> None:
+    groups, keys = schedule_groups(now=NOW, horizon=DAY, tenant=jobs["beta"])  # type: ignore[arg-type]
+    polls = sorted(
+        (
+            sorted(job.name for job in example_jobs(keys[g]))
+            for g in groups
+            if g.label == "every 300s"
+        ),
+        key=len,
+    )
+    assert polls == [["poll-2"], ["poll-0", "poll-1"]]
+    (later,) = (g for g in groups if g.label == "every 7200s")
+    assert [job.name for job in example_jobs(keys[later])] == ["later"]
+    (soon,) = (g for g in groups if g.label == "one-off")
+    assert [job.name for job in example_jobs(keys[soon])] == ["soon"]
