@@ -9,7 +9,7 @@ from drf_spectacular.views import (
     SpectacularSwaggerView,
 )
 
-from jobs.api import views, views_explain, views_graph, views_runs
+from jobs.api import views, views_explain, views_graph, views_runs, views_webhooks
 
 app_name = "v1"
 
@@ -28,6 +28,12 @@ urlpatterns = [
         "dead-letters/<int:dead_letter_id>/replay",
         views_runs.DeadLetterReplayView.as_view(),
         name="dead-letter-replay",
+    ),
+    path("webhooks", views_webhooks.WebhookCollectionView.as_view(), name="webhook-list"),
+    path(
+        "webhooks/<uuid:webhook_id>",
+        views_webhooks.WebhookItemView.as_view(),
+        name="webhook-detail",
     ),
     path("schedules/preview", views_runs.SchedulePreviewView.as_view(), name="schedule-preview"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
