@@ -101,8 +101,10 @@ def nice_ceiling(value: float) -> float:
     return 10.0 * power  # pragma: no cover - the loop always returns
 
 
-def value_ticks(hi: float, count: int = 4) -> list[float]:
-    """Evenly spaced ticks from 0 to ``hi`` (a nice ceiling), ``count`` intervals."""
+def value_ticks(hi: float) -> list[float]:
+    """Ticks from 0 to ``hi`` (a nice ceiling) on round steps: 5 for 1, 2.5, 5 x 10^k, else 4."""
+    power = 10.0 ** math.floor(math.log10(hi)) if hi > 0 else 1.0
+    count = 4 if math.isclose(hi / power, 2.0) else 5
     return [hi * i / count for i in range(count + 1)]
 
 

@@ -35,6 +35,7 @@ def _engine_panels() -> dict[str, Any]:
         )  # fmt: skip
         panels["ownership"] = owned
         panels["nodes"] = [(n, partition_ranges(n.partitions)) for n in owned.nodes]
+        panels["live_nodes"] = sum(1 for n in owned.nodes if n.live)
         panels["unowned"] = partition_ranges(owned.unowned)
         panels["in_handover"] = partition_ranges(owned.in_handover)
     except redis.RedisError as exc:

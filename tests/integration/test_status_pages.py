@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis as redis_lib
@@ -29,11 +29,12 @@ def _client(user: User) -> Client:
 
 @pytest.fixture
 def superuser() -> Client:
-    return _client(User.objects.create_superuser("root", "root@example.com", "pw-unused-123"))
+    # No password: hashing one costs a second of PBKDF2 per test, and force_login needs none.
+    return _client(User.objects.create(username="root", is_staff=True, is_superuser=True))
 
 
 def _staff_of(tenant: Tenant) -> Client:
-    user = User.objects.create_user(f"staff-{tenant.name}", password="pw-unused-123", is_staff=True)
+    user = User.objects.create(username=f"staff-{tenant.name}", is_staff=True)
     TenantMember.objects.create(user=user, tenant=tenant)
     return _client(user)
 
@@ -93,10 +94,8 @@ def test_anonymous_visitors_are_sent_to_the_admin_login() -> None:
 def test_accounts_that_are_not_tenant_staff_are_refused() -> None:
     job = job_factory()
     run = run_factory(job)
-    plain = _client(User.objects.create_user("plain", password="pw-unused-123"))
-    loose_staff = _client(
-        User.objects.create_user("loose", password="pw-unused-123", is_staff=True)
-    )
+    plain = _client(User.objects.create(username="plain"))
+    loose_staff = _client(User.objects.create(username="loose", is_staff=True))
     for client in (plain, loose_staff):
         for url in _pages(job, run):
             assert client.get(url).status_code == 403
@@ -190,22 +189,52 @@ def test_overview_lists_beat_nodes_their_partitions_and_queue_depth(
     superuser: Client, redis_client: redis_lib.Redis
 ) -> None:
     seconds, _ = redis_client.time()
+    now_ms = int(seconds) * 1000
     ttl_ms = int(float(settings.SCHEDULER["LEASE_TTL_S"]) * 1000)
-    redis_client.zadd(NODES_KEY, {"node-a": int(seconds) * 1000 + ttl_ms})
+    # node-a heartbeated 2 s ago; node-b's registration ran out but it still holds a lease.
+    redis_client.zadd(NODES_KEY, {"node-a": now_ms - 2000 + ttl_ms, "node-b": now_ms - 500})
     for p in (0, 1, 2, 5):
         redis_client.set(lease_key(p), "node-a")
+    redis_client.set(lease_key(3), "node-b")
     PartitionEpoch.objects.update_or_create(partition=0, defaults={"epoch": 7, "owner": "node-a"})
-    redis_client.lpush(settings.CELERY_TASK_DEFAULT_QUEUE, "m1", "m2")
-    redis_client.lpush(f"{settings.CELERY_TASK_DEFAULT_QUEUE}\x06\x166", "m3")
+    # Partition 1's stored epoch still names its previous owner: it is changing hands.
+    PartitionEpoch.objects.update_or_create(partition=1, defaults={"epoch": 4, "owner": "node-b"})
+    default = settings.CELERY_TASK_DEFAULT_QUEUE
+    redis_client.lpush(default, "m1", "m2")
+    redis_client.lpush(f"{default}\x06\x166", "m3")
+    # A queue only the engine's broker ledger names.
+    redis_client.lpush("reports\x06\x169", "m4", "m5")
+    redis_client.set("sched:broker:pushed:reports\x06\x169", 2)
 
     body = superuser.get(reverse("status:overview")).content.decode()
-    assert "node-a" in body
-    assert "0-2, 5" in body
+    nodes = body[body.index('id="nodes"') :]
+    assert "No live beat node" not in nodes
+    row_a = nodes[nodes.index("node-a") : nodes.index("</tr>", nodes.index("node-a"))]
+    assert "live" in row_a
+    assert "0-2, 5" in row_a
+    heartbeat = datetime.fromtimestamp((now_ms - 2000) / 1000, tz=UTC)
+    assert f"{heartbeat:%H:%M:%S} UTC" in row_a
+    row_b = nodes[nodes.index("node-b") : nodes.index("</tr>", nodes.index("node-b"))]
+    assert "expired" in row_b
     partitions = int(settings.SCHEDULER["PARTITIONS"])
-    assert f'Unowned: <span class="mono">3-4, 6-{partitions - 1}</span>' in body
-    assert re.search(
-        rf"<td>{settings.CELERY_TASK_DEFAULT_QUEUE}</td><td class=\"num\">3</td>", body
-    )
+    assert f'Unowned: <span class="mono">4, 6-{partitions - 1}</span>' in nodes
+    assert 'Changing owner: <span class="mono">1</span>' in nodes
+    assert re.search(rf'<td>{default}</td><td class="num">3</td>', body)
+    assert re.search(r'<td>reports</td><td class="num">2</td>', body)
+
+
+def test_overview_says_so_when_no_beat_node_is_live(
+    superuser: Client, redis_client: redis_lib.Redis
+) -> None:
+    body = superuser.get(reverse("status:overview")).content.decode()
+    assert "No live beat node" in body
+    # A node whose registration ran out does not count, even while its leases last.
+    seconds, _ = redis_client.time()
+    redis_client.zadd(NODES_KEY, {"node-b": int(seconds) * 1000 - 500})
+    redis_client.set(lease_key(0), "node-b")
+    body = superuser.get(reverse("status:overview")).content.decode()
+    assert "node-b" in body
+    assert "No live beat node" in body
 
 
 def test_tenant_staff_do_not_see_the_shared_engine_panels() -> None:

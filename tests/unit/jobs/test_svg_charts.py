@@ -79,7 +79,16 @@ def test_y_ticks_are_labelled_from_zero_to_the_ceiling() -> None:
     series = [svg.Series("a", [(0, 3.0), (1, 4.0)])]
     root = _parse(svg.line_chart(series, title="T", axes=AXES, frame=FRAME))
     labels = [t.text for t in root.iter(f"{SVG}text") if t.get("text-anchor") == "end"]
-    assert labels[:5] == ["0", "1.25", "2.5", "3.75", "5"]
+    assert labels == ["0", "1", "2", "3", "4", "5"]
+
+
+@pytest.mark.parametrize(
+    ("ceiling", "ticks"),
+    [(1, [0, 0.2, 0.4, 0.6, 0.8, 1]), (2, [0, 0.5, 1, 1.5, 2]), (25, [0, 5, 10, 15, 20, 25]),
+     (50, [0, 10, 20, 30, 40, 50]), (0.02, [0, 0.005, 0.01, 0.015, 0.02])],
+)  # fmt: skip
+def test_value_ticks_are_round_steps(ceiling: float, ticks: list[float]) -> None:
+    assert svg.value_ticks(ceiling) == pytest.approx(ticks)
 
 
 def test_stacked_bars_sit_on_each_other() -> None:
