@@ -6,9 +6,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 
 from beat_engine.schedules import ScheduleSpec, preview_fires
+from jobs.job_figures import JobFigures, job_figures
 from jobs.models import DeadLetter, Job, JobRun, Tenant
 
 # The DAG reads live in their own module; re-exported so callers find every read path here.
@@ -21,11 +22,13 @@ PREVIEW_MAX = 100
 
 @dataclass(frozen=True)
 class JobSummary:
-    """What GET /v1/jobs/{id} adds to the definition: the latest run and outcome counts."""
+    """What GET /v1/jobs/{id} adds to the definition: the latest run, and counts by state and
+    figures over the job's recent runs (jobs/job_figures.py)."""
 
     job: Job
     last_run: JobRun | None
     run_counts: dict[str, int]
+    figures: JobFigures | None = None
 
 
 def job_list(
@@ -46,13 +49,11 @@ def job_get(*, tenant: Tenant, job_id: uuid.UUID) -> Job:
 
 
 def job_summary(*, job: Job) -> JobSummary:
-    # Both queries walk run_job_history (job, -scheduled_for): no scan of other jobs' runs.
+    # Both queries walk run_job_history (job, -scheduled_for), the figures only the job's last
+    # FIGURES_WINDOW runs: the cost does not grow with the job's history.
     last_run = JobRun.objects.filter(job=job).order_by("-scheduled_for").first()
-    counts = {
-        row["state"]: row["n"]
-        for row in JobRun.objects.filter(job=job).order_by().values("state").annotate(n=Count("id"))
-    }
-    return JobSummary(job=job, last_run=last_run, run_counts=counts)
+    figures = job_figures(job_id=job.id)
+    return JobSummary(job=job, last_run=last_run, run_counts=figures.run_counts, figures=figures)
 
 
 def run_list(

@@ -175,7 +175,11 @@ class JobItemView(ApiView):
     def _detail(self, job_id: uuid.UUID) -> tuple[dict[str, Any], str]:
         job = selectors.job_get(tenant=self.tenant, job_id=job_id)
         summary = selectors.job_summary(job=job)
-        context = {"last_run": summary.last_run, "run_counts": summary.run_counts}
+        context = {
+            "last_run": summary.last_run,
+            "run_counts": summary.run_counts,
+            "figures": summary.figures,
+        }
         body = dict(JobDetailOut(job, context=context).data)
         return body, _etag(job.version, body)
 
