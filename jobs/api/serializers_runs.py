@@ -10,7 +10,6 @@ from rest_framework import serializers
 from jobs.api.fields import AwareDateTimeField, SecondsOutField, StrictQuery
 from jobs.api.serializers import JobOut
 from jobs.api.serializers_figures import JobFiguresOut, figures_body
-from jobs.api.serializers_figures import JobFiguresOut, figures_body
 from jobs.models import JobStatus
 from jobs.selectors import PREVIEW_MAX
 from jobs.services.run_results import result_decoded, results_of_run
@@ -71,9 +70,7 @@ class RunOut(serializers.Serializer[Any]):
     started_at = AwareDateTimeField(allow_null=True)
     finished_at = AwareDateTimeField(allow_null=True)
     # First attempt: due instant to message in the broker (publish lag), and to its start.
-    # First attempt: due instant to message in the broker (publish lag), and to its start.
     lateness_sec = SecondsOutField(source="lateness", allow_null=True)
-    start_lag_sec = SecondsOutField(source="start_lag", allow_null=True)
     start_lag_sec = SecondsOutField(source="start_lag", allow_null=True)
     cancel_requested = serializers.BooleanField()
     last_error = serializers.CharField()
@@ -108,13 +105,6 @@ class JobDetailOut(JobOut):
     @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
     def get_run_counts(self, job: Any) -> dict[str, int]:
         return dict(self.context.get("run_counts", {}))
-
-    @extend_schema_field(JobFiguresOut(allow_null=True))
-    def get_figures(self, job: Any) -> dict[str, Any] | None:
-        figures = self.context.get("figures")
-        if figures is None:
-            return None
-        return figures_body(figures, job=job, last_run=self.context.get("last_run"))
 
     @extend_schema_field(JobFiguresOut(allow_null=True))
     def get_figures(self, job: Any) -> dict[str, Any] | None:
