@@ -522,3 +522,7 @@ class PartitionEpochAdmin(ReadOnlyAdmin):
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.is_superuser)
+
+
+# Notification webhooks have an admin module of their own; imported here to register it.
+import jobs.admin_webhooks  # noqa: E402, F401
