@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, ClassVar
 
 from django.contrib import admin, messages
@@ -265,7 +266,7 @@ class JobAdmin(TenantScopedAdmin):
         "schedule_preview",
         "header_names",
     )
-    actions = ("pause", "resume", "cancel", "trigger_now")
+    actions = ("pause", "resume", "cancel", "cancel_with_dependents", "trigger_now")
     ordering = ("name",)
     form = JobAdminForm
     # The editable definition, grouped as the API groups it; the form saves it through the
@@ -299,11 +300,19 @@ class JobAdmin(TenantScopedAdmin):
                 "priority",
             ),
         ),
+        ("Dependencies", ("depends_on", "trigger_rule")),
     )
+    # Read-only displays shown inside a definition fieldset on the change page; any other
+    # read-only field lands in "State and history".
+    readonly_placement: ClassVar[dict[str, str]] = {
+        "schedule_preview": "Schedule",
+        "dependencies": "Dependencies",
+    }
     # Shown instead of form-only fields when the page is read-only (no change permission).
     read_only_substitutes: ClassVar[dict[str, str | None]] = {
         "target_headers": "header_names",
         "expected_version": None,
+        "depends_on": None,
     }
 
     @admin.display(description="schedule")
@@ -394,17 +403,17 @@ class JobAdmin(TenantScopedAdmin):
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         editable = obj is None or self.has_change_permission(request, obj)
+        readonly = self.get_readonly_fields(request, obj) if obj is not None else ()
         fieldsets: list[tuple[str | None, dict[str, Any]]] = []
         for title, names in self.definition_fieldsets:
             shown = names if editable else self._read_only_names(names)
-            if title == "Schedule" and obj is not None:
-                shown = (*shown, "schedule_preview")
-            fieldsets.append((title, {"fields": shown}))
+            placed_here = (n for n in readonly if self.readonly_placement.get(n) == title)
+            fieldsets.append((title, {"fields": (*shown, *placed_here)}))
         if obj is not None:
             placed = {name for _, opts in fieldsets for name in opts["fields"]}
             rest = tuple(
                 name
-                for name in self.get_readonly_fields(request, obj)
+                for name in readonly
                 if name not in placed and name not in self.read_only_substitutes.values()
             )
             fieldsets.append(("State and history", {"fields": rest}))
@@ -429,6 +438,15 @@ class JobAdmin(TenantScopedAdmin):
     @admin.action(description="Cancel selected jobs", permissions=["operate"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         _run_action(self, request, queryset, "Cancelled", job_services.job_cancel)
+
+    @admin.action(
+        description="Cancel selected jobs and every job depending on them",
+        permissions=["operate"],
+    )
+    def cancel_with_dependents(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        _run_action(
+            self, request, queryset, "Cancelled", partial(job_services.job_cancel, cascade=True)
+        )
 
     @admin.action(description="Trigger selected jobs now", permissions=["operate"])
     def trigger_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:

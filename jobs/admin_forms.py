@@ -17,7 +17,8 @@ from django import forms
 from django.db.models import QuerySet
 
 from beat_engine.schedules import ScheduleError, parse_timezone
-from jobs.errors import InvalidInput, InvalidTransition, VersionConflict
+from jobs.admin_parents import parent_names_text, resolve_parents, split_names
+from jobs.errors import InvalidInput, SchedulerError, VersionConflict
 from jobs.models import (
     CatchUpPolicyChoice,
     ConcurrencyPolicy,
@@ -26,6 +27,7 @@ from jobs.models import (
     JobSource,
     TargetKind,
     Tenant,
+    TriggerRule,
 )
 from jobs.schedule_preview import describe_cron
 from jobs.services.jobs import JobInput, job_create, job_input_from, job_update
@@ -33,7 +35,12 @@ from jobs.services.jobs import JobInput, job_create, job_input_from, job_update
 # Same bound as the API's seconds fields: larger values overflow a timedelta.
 MAX_SECONDS = 100_000_000
 _DEFAULTS = JobInput(name="", target_kind=TargetKind.CALLABLE)
-SCHEDULE_KINDS = [(JobKind.CRON, "Cron"), (JobKind.INTERVAL, "Interval"), (JobKind.ONCE, "One-off")]
+SCHEDULE_KINDS = [
+    (JobKind.CRON, "Cron"),
+    (JobKind.INTERVAL, "Interval"),
+    (JobKind.ONCE, "One-off"),
+    (JobKind.DEPENDENT, "After its parents (no schedule of its own)"),
+]
 
 # Service field names (as the API reports them) -> the form field that shows the error.
 ERROR_FIELDS = {
@@ -150,6 +157,17 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
     starting_deadline = _seconds("starting deadline", initial=None, required=False)
     jitter_window = _seconds("jitter window", initial=_DEFAULTS.jitter_window)
     critical = forms.BooleanField(required=False, initial=_DEFAULTS.critical)
+    depends_on = forms.CharField(
+        label="depends on",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Names of parent jobs of the same tenant, one per line, for the schedule "
+        "kind 'After its parents': the job runs once its parents' runs for the same time have "
+        "finished, as the trigger rule says.",
+    )
+    trigger_rule = forms.ChoiceField(
+        label="trigger rule", choices=TriggerRule.choices, initial=_DEFAULTS.trigger_rule
+    )
     # The version the page was rendered from: the edit applies only if the job is unchanged.
     expected_version = forms.IntegerField(widget=forms.HiddenInput, required=False)
 
@@ -203,6 +221,7 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
             f"Current headers: {names}. Leave empty to keep them, enter {{}} to remove them, "
             "or a JSON object to replace them."
         )
+        self.initial["depends_on"] = parent_names_text(job)
         if job.source == JobSource.DECORATOR:
             self.fields[
                 "name"
@@ -238,6 +257,8 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
     def _schedule(self, cleaned: dict[str, Any]) -> dict[str, Any]:
         kind = cleaned["kind"]
         out: dict[str, Any] = {"cron": None, "interval": None, "run_at": None}
+        if kind == JobKind.DEPENDENT:
+            return out
         if kind == JobKind.CRON:
             out["cron"] = self._required(cleaned, "cron_expression", "cron") or ""
         elif kind == JobKind.INTERVAL:
@@ -245,6 +266,23 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
             out["interval"] = timedelta(seconds=seconds) if seconds is not None else None
         else:
             out["run_at"] = self._run_at(self._required(cleaned, "run_at", "one-off"), cleaned)
+        return out
+
+    def _parents(self, cleaned: dict[str, Any]) -> dict[str, Any]:
+        names = split_names(cleaned.get("depends_on", ""))
+        out: dict[str, Any] = {"trigger_rule": cleaned["trigger_rule"], "depends_on": None}
+        if cleaned["kind"] == JobKind.DEPENDENT and not names:
+            self.add_error("depends_on", "name at least one parent for a job run after its parents")
+        if not names:
+            return out
+        # Given with a schedule kind too: the service refuses the mix, on the schedule field.
+        tenant = self.instance.tenant if self.editing else cleaned["tenant"]
+        ids, missing = resolve_parents(
+            names, tenant_id=tenant.pk, current=self.instance if self.editing else None
+        )
+        if missing:
+            self.add_error("depends_on", f"no live job of this tenant is named {missing[0]!r}")
+        out["depends_on"] = ids
         return out
 
     def _run_at(self, raw: str | None, cleaned: dict[str, Any]) -> datetime | None:
@@ -310,6 +348,7 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
             },
             **self._schedule(cleaned),
             **self._target(cleaned),
+            **self._parents(cleaned),
         }
         if self.editing:
             # Fields the form does not show (anchor, source) keep their stored values.
@@ -339,7 +378,8 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
                 f"your page showed version {exc.expected}). Reload the page and apply your "
                 "change again.",
             )
-        except InvalidTransition as exc:
+        except SchedulerError as exc:
+            # InvalidTransition (a finished job) or any other refusal without a field.
             self.add_error(None, str(exc))
         else:
             self.instance = job

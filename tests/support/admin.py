@@ -33,6 +33,8 @@ def form_data(tenant_id: int, **overrides: Any) -> dict[str, Any]:
         "catchup_limit": 100,
         "starting_deadline": "",
         "jitter_window": 0,
+        "depends_on": "",
+        "trigger_rule": "all_success",
     }
     data.update(overrides)
     return {key: value for key, value in data.items() if value is not None}
