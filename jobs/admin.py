@@ -7,15 +7,17 @@ from typing import Any, ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.db.models.fields.related import RelatedField
-from django.http import Http404, HttpRequest
-from django.urls import reverse
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from beat_engine.clock import SystemClock
 from jobs.admin_forms import JobAdminForm
+from jobs.admin_preview import schedule_preview_view
 from jobs.errors import SchedulerError
 from jobs.models import (
     ApiKey,
@@ -422,6 +424,20 @@ class JobAdmin(TenantScopedAdmin):
     def _read_only_names(self, names: tuple[str, ...]) -> tuple[str, ...]:
         swapped = (self.read_only_substitutes.get(name, name) for name in names)
         return tuple(name for name in swapped if name is not None)
+
+    def get_urls(self) -> list[URLPattern]:
+        def preview(request: HttpRequest) -> HttpResponse:
+            # Read-only: anyone who may view jobs may evaluate a schedule.
+            if not self.has_view_permission(request):
+                raise PermissionDenied
+            return schedule_preview_view(request)
+
+        route = path(
+            "schedule-preview/",
+            self.admin_site.admin_view(preview),
+            name="jobs_job_schedule_preview",
+        )
+        return [route, *super().get_urls()]
 
     def save_model(self, request: HttpRequest, obj: Job, form: Any, change: bool) -> None:
         # JobAdminForm saved the job through job_create / job_update while it was cleaned.

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from django import forms
 from django.db.models import QuerySet
+from django.urls import reverse
 
 from beat_engine.schedules import ScheduleError, parse_timezone
 from jobs.admin_parents import parent_names_text, resolve_parents, split_names
@@ -175,8 +176,15 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
         model = Job
         fields: tuple[str, ...] = ()
 
+    class Media:
+        js = ("jobs/admin_schedule_preview.js",)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # The live preview (jobs/static/jobs/admin_schedule_preview.js) asks this URL.
+        self.fields["cron_expression"].widget.attrs["data-preview-url"] = reverse(
+            "admin:jobs_job_schedule_preview"
+        )
         tenant_field = self.fields["tenant"]
         assert isinstance(tenant_field, forms.ModelChoiceField)
         tenant_field.queryset = (

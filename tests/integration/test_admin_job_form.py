@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import itertools
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -314,3 +315,52 @@ def test_cancelled_job_is_read_only(client: Client) -> None:
     assert 'name="priority"' not in page.content.decode()
     job.refresh_from_db()
     assert job.priority == 5
+
+
+PREVIEW = reverse("admin:jobs_job_schedule_preview")
+
+
+def test_live_preview_describes_the_typed_schedule_in_its_zone(client: Client) -> None:
+    page = client.get(ADD).content.decode()
+    data = client.get(
+        PREVIEW, {"kind": "cron", "cron_expression": "0 9 * * 1-5", "timezone": "Europe/Paris"}
+    ).json()
+
+    assert "jobs/admin_schedule_preview.js" in page
+    assert f'data-preview-url="{PREVIEW}"' in page
+    assert data["description"] == "At 09:00, Monday through Friday"
+    assert len(data["firings"]) == 10
+    assert all(f[10:19] == "T09:00:00" and f[19:] in ("+01:00", "+02:00") for f in data["firings"])
+
+
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        ({"kind": "cron", "cron_expression": "0 0 31 2 *"}, "never fires"),
+        ({"kind": "cron", "cron_expression": "* * *"}, "expected 5 fields"),
+        ({"kind": "interval", "interval_seconds": "abc"}, "whole number"),
+        ({"kind": "once", "run_at": "tomorrow"}, "date and time"),
+        ({"kind": "cron", "cron_expression": "* * * * *", "timezone": "Mars/Base"}, "time zone"),
+    ],
+)
+def test_live_preview_names_what_is_wrong(
+    client: Client, params: dict[str, str], error: str
+) -> None:
+    data = client.get(PREVIEW, params).json()
+
+    assert error in data["error"]
+    assert not Job.objects.exists()
+
+
+def test_live_preview_of_an_interval(client: Client) -> None:
+    data = client.get(PREVIEW, {"kind": "interval", "interval_seconds": "90", "timezone": "UTC"})
+
+    firings = [datetime.fromisoformat(f) for f in data.json()["firings"]]
+    assert [b - a for a, b in itertools.pairwise(firings)] == [timedelta(seconds=90)] * 9
+
+
+def test_live_preview_needs_an_admin_login() -> None:
+    response = Client().get(PREVIEW, {"cron_expression": "* * * * *"})
+
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
