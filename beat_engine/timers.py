@@ -29,9 +29,11 @@ due AS (
      WHERE partition = ANY(%s::int[]) AND state = ANY(%s::text[]) AND due_at <= %s
        -- Pause holds the job's runs not yet started (docs/dags.md, "Cancel and pause"):
        -- they stay pending until the job is resumed; a retry of a started run goes on.
-       AND NOT (state = '{RunState.PENDING.value}' AND EXISTS (
-           SELECT 1 FROM jobs_job p
-            WHERE p.id = jobs_jobrun.job_id AND p.status = '{JobStatus.PAUSED.value}'))
+       -- A scalar subquery, probed by primary key for each row visited: an EXISTS could be
+       -- planned as a hash of every paused job, a scan of the job table on every pass.
+       AND (state <> '{RunState.PENDING.value}'
+            OR (SELECT p.status FROM jobs_job p WHERE p.id = jobs_jobrun.job_id)
+               <> '{JobStatus.PAUSED.value}')
      ORDER BY due_at, scheduled_for
      LIMIT %s
        FOR UPDATE SKIP LOCKED)
