@@ -13,7 +13,9 @@ import beat_engine
 import jobs
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
-ROW = re.compile(r"^\| `(scheduler_[a-z_]+)` \| (counter|gauge|histogram) \| ([a-z_, ]*) \|", re.M)
+ROW = re.compile(
+    r"^\| `(scheduler_[a-z_]+)` \| (counter|gauge|histogram) \|\s*([a-z_, ]*?)\s*\|", re.M
+)
 
 
 def _documented() -> dict[str, tuple[str, frozenset[str]]]:
