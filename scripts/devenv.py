@@ -85,6 +85,18 @@ def _relay(proc: subprocess.Popen[bytes], label: str) -> None:
             print(label_line(line, label, at=clock.now()), flush=True)
 
 
+# Prometheus metrics of the beat node and the worker host (docs/operations.md, "Scraping").
+BEAT_METRICS_PORT = 9101
+WORKER_METRICS_PORT = 9102
+
+
+def _metrics_env(name: str) -> dict[str, str]:
+    """Processes that fork keep their metrics in a directory of their own (multiprocess mode)."""
+    if name == "web" or name.startswith("worker"):
+        return {"PROMETHEUS_MULTIPROC_DIR": str(ROOT / ".local" / "run-metrics" / name)}
+    return {}
+
+
 def run_system(port: int, concurrency: int) -> int:
     signal.signal(signal.SIGTERM, _raise_stop)
     with services("run") as env:
@@ -97,6 +109,8 @@ def run_system(port: int, concurrency: int) -> int:
         commands = {
             "web": [
                 str(BIN / "gunicorn"),
+                "-c",
+                "python:scheduler_project.gunicorn_conf",
                 "scheduler_project.wsgi",
                 "--bind",
                 f"127.0.0.1:{port}",
@@ -105,7 +119,15 @@ def run_system(port: int, concurrency: int) -> int:
                 "--access-logfile",
                 "-",
             ],
-            "beat-1": [PYTHON, "manage.py", "beat_engine", "--node-id", "beat-1"],
+            "beat-1": [
+                PYTHON,
+                "manage.py",
+                "beat_engine",
+                "--node-id",
+                "beat-1",
+                "--metrics-port",
+                str(BEAT_METRICS_PORT),
+            ],
             "worker-1": [
                 str(BIN / "celery"),
                 "-A",
@@ -115,6 +137,8 @@ def run_system(port: int, concurrency: int) -> int:
                 "INFO",
                 "--concurrency",
                 str(concurrency),
+                "--metrics-port",
+                str(WORKER_METRICS_PORT),
             ],
         }
         procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -123,7 +147,7 @@ def run_system(port: int, concurrency: int) -> int:
                 procs[name] = subprocess.Popen(
                     cmd,
                     cwd=ROOT,
-                    env={**env, "SCHEDULER_PROCESS_NAME": name},
+                    env={**env, "SCHEDULER_PROCESS_NAME": name, **_metrics_env(name)},
                     start_new_session=True,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
@@ -132,6 +156,12 @@ def run_system(port: int, concurrency: int) -> int:
                 print(f"==> started {name} (pid {procs[name].pid})", flush=True)
             print(
                 f"==> web on http://127.0.0.1:{port}/admin/  (Ctrl-C stops everything)", flush=True
+            )
+            print(
+                f"==> metrics: http://127.0.0.1:{port}/metrics, "
+                f"http://127.0.0.1:{BEAT_METRICS_PORT}/metrics (beat-1), "
+                f"http://127.0.0.1:{WORKER_METRICS_PORT}/metrics (worker-1)",
+                flush=True,
             )
             while all(p.poll() is None for p in procs.values()):
                 time.sleep(0.5)
