@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from beat_engine.clock import SystemClock
+from jobs.admin_dag import JobDependenciesAdminMixin
 from jobs.admin_forms import JobAdminForm
 from jobs.admin_preview import schedule_preview_view
 from jobs.errors import SchedulerError
@@ -238,7 +239,7 @@ def _run_action(
 
 
 @admin.register(Job)
-class JobAdmin(TenantScopedAdmin):
+class JobAdmin(JobDependenciesAdminMixin, TenantScopedAdmin):
     list_display = (
         "name",
         "tenant",
