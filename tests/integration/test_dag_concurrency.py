@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
-from jobs.errors import InvalidInput
-from jobs.models import Job, JobDependency
+from jobs.errors import HasDependents, InvalidInput
+from jobs.models import Job, JobDependency, JobStatus
 from jobs.services.job_intake import job_patch
-from jobs.services.jobs import JobInput, job_create
+from jobs.services.jobs import JobInput, job_cancel, job_create
 from tests.support.factories import T0, job_factory, tenant_factory
 from tests.support.waiting import wait_until
 
@@ -47,6 +47,14 @@ def _in_thread(target: Callable[[], None]) -> threading.Thread:
     return thread
 
 
+def _waited_for_lock() -> bool:
+    try:
+        wait_until(_waiting_for_advisory_lock, timeout_s=5, what="the second change to wait")
+    except AssertionError:
+        return False
+    return True
+
+
 def test_two_patches_closing_a_cycle_together_cannot_both_succeed() -> None:
     tenant = tenant_factory()
     root = job_factory(tenant, name="root", cron="0 * * * *")
@@ -77,11 +85,7 @@ def test_two_patches_closing_a_cycle_together_cannot_both_succeed() -> None:
     two = _in_thread(lambda: patch(y, x))
     # The second PATCH waits on the DAG lock; without it, it would finish on a graph that
     # does not show the first one's edge yet, and both would commit.
-    try:
-        wait_until(_waiting_for_advisory_lock, timeout_s=5, what="y's PATCH to wait")
-        waited = True
-    except AssertionError:
-        waited = False
+    waited = _waited_for_lock()
     release_first.set()
     one.join(10)
     two.join(10)
@@ -90,4 +94,36 @@ def test_two_patches_closing_a_cycle_together_cannot_both_succeed() -> None:
     assert outcomes["y"].startswith("would close a cycle: 'y'")
     edges = set(JobDependency.objects.values_list("parent__name", "child__name"))
     assert edges == {("root", "x"), ("root", "y"), ("y", "x")}
+    assert waited
+
+
+def test_a_parent_cancelled_while_a_child_is_created_is_not_left_with_a_live_child() -> None:
+    tenant = tenant_factory()
+    root = job_factory(tenant, name="root", cron="0 * * * *")
+    created, release = threading.Event(), threading.Event()
+    outcome: dict[str, str] = {}
+
+    def create_child() -> None:
+        with transaction.atomic():
+            _dependent(tenant, "child", [root])
+            created.set()
+            release.wait(10)
+
+    def cancel_root() -> None:
+        try:
+            job_cancel(job_id=root.id, now=T0)
+            outcome["cancel"] = "ok"
+        except HasDependents as exc:
+            outcome["cancel"] = str(exc)
+
+    one = _in_thread(create_child)
+    assert created.wait(10)
+    two = _in_thread(cancel_root)
+    waited = _waited_for_lock()
+    release.set()
+    one.join(10)
+    two.join(10)
+
+    assert outcome["cancel"].startswith("the job has live dependents: 'child'")
+    assert Job.objects.get(id=root.id).status == JobStatus.ACTIVE
     assert waited

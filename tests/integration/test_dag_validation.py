@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import IntegrityError, transaction
 
 from jobs.errors import InvalidInput
 from jobs.models import Job, JobDependency, JobKind, JobStatus, Tenant
@@ -55,6 +56,9 @@ def test_a_job_with_parents_is_dependent_and_never_fires_on_its_own() -> None:
     assert (child.kind, child.next_fire_at, child.cron_expression) == (JobKind.DEPENDENT, None, "")
     assert (child.status, child.trigger_rule) == (JobStatus.ACTIVE, "all_done")
     assert _edges(tenant) == {("load", "balances")}
+    # The engine claims only jobs with a next firing; the database keeps dependent jobs out.
+    with pytest.raises(IntegrityError, match="job_dependent_has_no_fire"), transaction.atomic():
+        Job.objects.filter(id=child.id).update(next_fire_at=T0)
 
 
 @pytest.mark.parametrize(
