@@ -1,8 +1,9 @@
 """The overview's numbers, each one SQL statement bounded by time.
 
 Every statement reads runs by ``scheduled_for`` inside a window that ends at the database's
-clock (the last hour, at most the last 24 hours), never the whole history, and runs under a
-statement timeout so that a slow read empties one panel instead of holding the page.
+clock (the last hour, at most the last 24 hours), through an index where the data allows it
+(jobs/status/run_window.py), and runs under a statement timeout so that a slow read empties
+one panel instead of holding the page.
 Per-minute buckets are cut by ``date_bin`` in PostgreSQL, so only 60 rows per series leave
 the database. docs/status.md lists what each panel counts.
 """
@@ -19,6 +20,7 @@ from django.db import DatabaseError, connection, transaction
 
 from jobs.models import JobRun
 from jobs.states import RunState
+from jobs.status.run_window import runs_due
 
 T = TypeVar("T")
 
@@ -91,19 +93,18 @@ def bounded(read: Callable[[], T]) -> T | None:
 def firings_and_lateness(window: Window, *, tenant_id: int | None) -> dict[datetime, MinuteFigures]:
     """Runs per minute of their firing instant, and the p50/p99 of their publish lag
     (``lateness``: due to in the broker) and start lag (due to started)."""
-    clause, extra = _tenant_clause(tenant_id)
+    runs = runs_due(since=window.start, until=window.now, tenant_id=tenant_id)
     rows = _rows(
         f"""
-        SELECT date_bin('1 minute', scheduled_for, %s) AS minute, count(*),
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM lateness)),
-               percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM lateness)),
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM start_lag)),
-               percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM start_lag))
-          FROM jobs_jobrun
-         WHERE scheduled_for >= %s AND scheduled_for <= %s{clause}
+        SELECT date_bin('1 minute', r.scheduled_for, %s) AS minute, count(*),
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM r.lateness)),
+               percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM r.lateness)),
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM r.start_lag)),
+               percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM r.start_lag))
+          FROM {runs.sql} r
          GROUP BY 1
         """,
-        [window.start, window.start, window.now, *extra],
+        [window.start, *runs.params],
     )
     return {
         row[0]: MinuteFigures(int(row[1]), *(None if v is None else float(v) for v in row[2:]))
@@ -113,15 +114,14 @@ def firings_and_lateness(window: Window, *, tenant_id: int | None) -> dict[datet
 
 def runs_by_state(window: Window, *, tenant_id: int | None) -> list[tuple[str, int, int]]:
     """(state, runs due in the last hour, runs due in the last 24 hours), in state order."""
-    clause, extra = _tenant_clause(tenant_id)
+    runs = runs_due(since=window.now - DAY, until=window.now, tenant_id=tenant_id)
     rows = _rows(
         f"""
-        SELECT state, count(*) FILTER (WHERE scheduled_for >= %s), count(*)
-          FROM jobs_jobrun
-         WHERE scheduled_for >= %s AND scheduled_for <= %s{clause}
-         GROUP BY state
+        SELECT r.state, count(*) FILTER (WHERE r.scheduled_for >= %s), count(*)
+          FROM {runs.sql} r
+         GROUP BY r.state
         """,
-        [window.now - HOUR, window.now - DAY, window.now, *extra],
+        [window.now - HOUR, *runs.params],
     )
     counts = {state: (int(hour), int(day)) for state, hour, day in rows}
     return [(state, *counts[state]) for state in RunState.values if state in counts]
@@ -130,15 +130,13 @@ def runs_by_state(window: Window, *, tenant_id: int | None) -> list[tuple[str, i
 def retries_per_minute(window: Window, *, tenant_id: int | None) -> dict[datetime, int]:
     """Attempts after the first queued in each minute, of runs due in the last 24 hours.
 
-    The retried runs are found first, by their firing instant (the bound), and their attempts
-    then through the attempts' run_id index. Left to itself the planner scans every
-    attempt ever made instead (bench/bench_status.py), hence the materialized CTE."""
-    clause, extra = _tenant_clause(tenant_id)
+    The retried runs of the window are found first (materialized: left to itself the planner
+    scans every attempt ever made, bench/bench_status.py), then their attempts through the
+    attempts' run_id index."""
+    runs = runs_due(since=window.now - DAY, until=window.now, tenant_id=tenant_id)
     rows = _rows(
         f"""
-        WITH retried AS MATERIALIZED (
-            SELECT id FROM jobs_jobrun
-             WHERE scheduled_for >= %s AND scheduled_for <= %s AND attempt >= 2{clause})
+        WITH retried AS MATERIALIZED (SELECT r.id FROM {runs.sql} r WHERE r.attempt >= 2)
         SELECT date_bin('1 minute', a.queued_at, %s), count(*)
           FROM retried r
           JOIN LATERAL (SELECT queued_at FROM jobs_runattempt
@@ -146,7 +144,7 @@ def retries_per_minute(window: Window, *, tenant_id: int | None) -> dict[datetim
                            AND queued_at >= %s AND queued_at <= %s) a ON true
          GROUP BY 1
         """,
-        [window.now - DAY, window.now, *extra, window.start, window.start, window.now],
+        [*runs.params, window.start, window.start, window.now],
     )
     return {minute: int(count) for minute, count in rows}
 
@@ -171,15 +169,18 @@ def dead_letters_per_minute(window: Window, *, tenant_id: int | None) -> dict[da
 
 def latest_failures(window: Window, *, tenant_id: int | None) -> list[JobRun]:
     """The newest failed or dead-lettered runs due in the last 24 hours."""
-    runs = JobRun.objects.filter(
-        state__in=FAILED_STATES,
-        scheduled_for__gte=window.now - DAY,
-        scheduled_for__lte=window.now,
-    )
-    if tenant_id is not None:
-        runs = runs.filter(tenant_id=tenant_id)
-    return list(
-        runs.select_related("job", "tenant").order_by("-finished_at", "-scheduled_for")[
-            :FAILURES_SHOWN
-        ]
-    )
+    runs = runs_due(since=window.now - DAY, until=window.now, tenant_id=tenant_id)
+    ids = [
+        row[0]
+        for row in _rows(
+            f"""
+            SELECT r.id FROM {runs.sql} r
+             WHERE r.state = ANY(%s)
+             ORDER BY r.finished_at DESC NULLS LAST, r.scheduled_for DESC
+             LIMIT %s
+            """,
+            [*runs.params, list(FAILED_STATES), FAILURES_SHOWN],
+        )
+    ]
+    found = JobRun.objects.select_related("job", "tenant").in_bulk(ids)
+    return [found[run_id] for run_id in ids if run_id in found]

@@ -16,6 +16,7 @@ from beat_engine.db_clock import read_database_clock
 from beat_engine.lease_keys import NODES_KEY, lease_key
 from jobs.models import DeadLetter, Job, JobRun, PartitionEpoch, RunAttempt, Tenant, TenantMember
 from jobs.states import AttemptOutcome, RunState
+from jobs.status import run_window
 from tests.support.factories import job_factory, run_factory, tenant_factory
 
 pytestmark = pytest.mark.django_db
@@ -25,6 +26,14 @@ def _client(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+@pytest.fixture(params=[True, False], ids=["by-job", "by-scan"])
+def runs_form(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both ways the overview reads runs due in a window (jobs/status/run_window.py)."""
+    by_job = bool(request.param)
+    monkeypatch.setattr(run_window, "by_job_is_cheaper", lambda: by_job)
+    return by_job
 
 
 @pytest.fixture
@@ -120,7 +129,9 @@ def test_tenant_staff_get_404_for_another_tenants_job_and_run() -> None:
     assert client.get(url).status_code == 404
 
 
-def test_superuser_sees_every_tenant_and_may_narrow_to_one(superuser: Client) -> None:
+def test_superuser_sees_every_tenant_and_may_narrow_to_one(
+    superuser: Client, runs_form: bool
+) -> None:
     now = read_database_clock()
     first, second = tenant_factory("acme-ops"), tenant_factory("globex-ops")
     for tenant in (first, second):
@@ -138,7 +149,7 @@ def test_superuser_sees_every_tenant_and_may_narrow_to_one(superuser: Client) ->
 # --- overview ----------------------------------------------------------------------------
 
 
-def test_overview_charts_hold_the_seeded_minutes(superuser: Client) -> None:
+def test_overview_charts_hold_the_seeded_minutes(superuser: Client, runs_form: bool) -> None:
     now = read_database_clock()
     job = job_factory()
     # Three minutes with runs: 1, 2 and 3 runs; one retried, one dead-lettered.
@@ -174,7 +185,9 @@ def test_overview_charts_hold_the_seeded_minutes(superuser: Client) -> None:
     assert "HTTP 500 from target" in body
 
 
-def test_firings_per_second_are_the_minute_counts_over_60(superuser: Client) -> None:
+def test_firings_per_second_are_the_minute_counts_over_60(
+    superuser: Client, runs_form: bool
+) -> None:
     now = read_database_clock()
     job = job_factory()
     minute = now.replace(second=0, microsecond=0) - timedelta(minutes=30)
@@ -297,3 +310,29 @@ def test_run_page_lists_every_attempt_with_worker_timings_error_and_result(
     # The result is shown escaped.
     assert "&lt;ok &amp; done&gt;" in body
     assert "<ok & done>" not in body
+
+
+def test_runs_are_read_by_job_once_the_history_outweighs_the_jobs() -> None:
+    from django.db import connection
+
+    now = read_database_clock()
+    jobs = [job_factory() for _ in range(3)]
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+        cursor.execute("ANALYZE jobs_jobrun")
+    # An empty history: scanning it is cheaper than one index probe per job.
+    assert not run_window.by_job_is_cheaper()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger,
+                                     state, attempt, epoch, dedup_key, worker, cancel_requested,
+                                     finished_at, last_error, replayed_count, created_at)
+            SELECT gen_random_uuid(), %s, %s, %s, %s - n * interval '1 minute', 'schedule',
+                   'succeeded', 1, 1, md5(n::text), '', false, %s, '', 0, %s
+              FROM generate_series(1, 2000) AS n
+            """,
+            [jobs[0].pk, jobs[0].tenant_id, jobs[0].partition, now, now, now],
+        )
+        cursor.execute("ANALYZE jobs_jobrun")
+    assert run_window.by_job_is_cheaper()
