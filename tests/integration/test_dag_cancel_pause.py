@@ -16,6 +16,7 @@ from jobs.models import Job, JobRun, JobStatus, RunTrigger, Tenant
 from jobs.services.jobs import JobInput, job_cancel, job_create, job_pause, job_resume
 from jobs.states import RunState
 from tests.support.api import api_client_for
+from tests.support.dags import run_for, running, succeed, the_run
 from tests.support.factories import T0, job_factory, run_factory, tenant_factory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
@@ -129,20 +130,22 @@ def _fire(jobs: list[Job], *, now: datetime) -> set[uuid.UUID]:
 def test_a_paused_jobs_runs_wait_pending_until_it_is_resumed() -> None:
     jobs = _dag(tenant_factory())
     job_pause(job_id=jobs["a"].id, now=T0)
-    held = _upstream_run(jobs["a"])
     # A retry of a run that already started goes on: pause holds what has not started.
     retrying = run_factory(
         jobs["a"], scheduled_for=T0 - timedelta(hours=1), state=RunState.RETRY_WAIT, attempt=1,
         due_at=T0,
     )  # fmt: skip
-    other = _upstream_run(jobs["c"])
+    # The root's run for T succeeds: the hand-off writes a's and c's runs for T, pending.
+    succeed(running(jobs["root"], scheduled_for=T0, now=T0), now=T0 + timedelta(seconds=1))
+    held, other = the_run(jobs["a"], T0), the_run(jobs["c"], T0)
+    assert (held.state, other.state) == (RunState.PENDING, RunState.PENDING)
 
     queued = _fire(list(jobs.values()), now=NOW)
 
     assert queued == {retrying.id, other.id}
     assert JobRun.objects.get(id=held.id).state == RunState.PENDING
     # b waits too: its parent's run for T has not finished, so the hand-off wrote nothing.
-    assert not JobRun.objects.filter(job=jobs["b"]).exists()
+    assert run_for(jobs["b"], T0) is None
 
     job_resume(job_id=jobs["a"].id, now=NOW)
     resumed = Job.objects.get(id=jobs["a"].id)
@@ -150,4 +153,10 @@ def test_a_paused_jobs_runs_wait_pending_until_it_is_resumed() -> None:
     assert (resumed.status, resumed.next_fire_at) == (JobStatus.ACTIVE, None)
 
     assert _fire(list(jobs.values()), now=NOW + timedelta(seconds=1)) == {held.id}
-    assert JobRun.objects.get(id=held.id).state == RunState.QUEUED
+    # And the DAG goes on below it.
+    started = JobRun.objects.filter(id=held.id, state=RunState.QUEUED).update(
+        state=RunState.RUNNING, started_at=NOW, lease_until=NOW + timedelta(minutes=1)
+    )
+    assert started == 1
+    succeed(JobRun.objects.get(id=held.id), now=NOW + timedelta(seconds=2))
+    assert the_run(jobs["b"], T0).state == RunState.PENDING
