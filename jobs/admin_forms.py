@@ -30,7 +30,6 @@ from jobs.models import (
     Tenant,
     TriggerRule,
 )
-from jobs.schedule_preview import describe_cron
 from jobs.services.jobs import JobInput, job_create, job_input_from, job_update
 
 # Same bound as the API's seconds fields: larger values overflow a timedelta.
@@ -84,6 +83,13 @@ def _seconds(label: str, *, initial: timedelta | None, required: bool = True) ->
     )
 
 
+class OptionalJSONField(forms.JSONField):
+    """Empty means "not given" and is shown empty, not as the JSON literal null."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value is None else super().prepare_value(value)
+
+
 def _wall_time(value: datetime, zone_name: str) -> str:
     try:
         zone = parse_timezone(zone_name)
@@ -131,7 +137,7 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
     target_url = forms.CharField(
         label="target URL", required=False, max_length=2048, help_text="HTTP targets only."
     )
-    target_headers = forms.JSONField(
+    target_headers = OptionalJSONField(
         label="target headers",
         required=False,
         help_text="HTTP targets only: a JSON object of header names to values, e.g. "
@@ -181,6 +187,9 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            if field.label:
+                field.label = field.label[:1].upper() + field.label[1:]
         # The live preview (jobs/static/jobs/admin_schedule_preview.js) asks this URL.
         self.fields["cron_expression"].widget.attrs["data-preview-url"] = reverse(
             "admin:jobs_job_schedule_preview"
@@ -218,11 +227,6 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
         )
         # The tenant is fixed at creation: a job's runs, keys and limits belong to it.
         self.fields["tenant"].disabled = True
-        if job.cron_expression:
-            self.fields["cron_expression"].help_text = (
-                f"Now: {describe_cron(job.cron_expression)}. "
-                f"{self.fields['cron_expression'].help_text}"
-            )
         # Header values may be secrets: never echoed into the page, only replaced.
         names = ", ".join(sorted(job.target_headers)) or "none"
         self.fields["target_headers"].help_text = (

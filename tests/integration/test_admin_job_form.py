@@ -364,3 +364,15 @@ def test_live_preview_needs_an_admin_login() -> None:
 
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+def test_change_page_groups_definition_then_state(client: Client) -> None:
+    job = job_factory(cron="* * * * *")
+
+    response = client.get(reverse("admin:jobs_job_change", args=[job.pk]))
+
+    fieldsets = {name: opts["fields"] for name, opts in response.context["adminform"].fieldsets}
+    assert fieldsets[None] == ("tenant", "name", "description", "expected_version")
+    assert "schedule_preview" in fieldsets["Schedule"]
+    assert {"recent_runs", "status", "version"} <= set(fieldsets["State and history"])
+    assert "header_names" not in {name for names in fieldsets.values() for name in names}

@@ -8,7 +8,7 @@
     return document.getElementById("id_" + name);
   }
 
-  function render(box, data) {
+  function render(box, data, edited) {
     box.replaceChildren();
     const head = document.createElement("p");
     if (data.error) {
@@ -17,7 +17,7 @@
       box.append(head);
       return;
     }
-    head.textContent = data.description || "";
+    head.textContent = (edited ? "As edited: " : "") + (data.description || "");
     box.append(head);
     if (!data.firings || !data.firings.length) {
       return;
@@ -38,6 +38,8 @@
     if (!cron || !cron.dataset.previewUrl) {
       return;
     }
+    // On a change page the saved schedule is already previewed; show this one once edited.
+    const edited = document.querySelector(".field-schedule_preview") !== null;
     const box = document.createElement("div");
     box.id = "schedule-live-preview";
     box.className = "help";
@@ -58,7 +60,7 @@
         .then((response) => response.json())
         .then((data) => {
           if (mine === sequence) {
-            render(box, data);
+            render(box, data, edited);
           }
         })
         .catch(() => {});
@@ -73,7 +75,9 @@
         input.addEventListener("change", refresh);
       }
     }
-    refresh();
+    if (!edited) {
+      refresh();
+    }
   }
 
   document.addEventListener("DOMContentLoaded", start);
