@@ -79,11 +79,22 @@ def _node_markup(node: DrawNode, x: int, y: int) -> str:
     return body
 
 
-def _edge_markup(x1: int, y1: int, x2: int, y2: int, marker: str) -> str:
-    bend = max(GAP_X // 2, (x2 - x1) // 3)
+def _edge_markup(points: list[tuple[int, int]], marker: str) -> str:
+    """A path through (exit, entry) pairs: curves across the gaps between columns, straight
+    lines across the columns an edge passes through."""
+    (x, y), rest = points[0], points[1:]
+    parts = [f"M{x},{y}"]
+    for index, (nx, ny) in enumerate(rest):
+        if index % 2 == 0:
+            bend = GAP_X // 2
+            end = nx - 2 if index == len(rest) - 1 else nx
+            parts.append(f"C{x + bend},{y} {nx - bend},{ny} {end},{ny}")
+        else:
+            parts.append(f"L{nx},{ny}")
+        x, y = nx, ny
     return (
-        f'<path d="M{x1},{y1} C{x1 + bend},{y1} {x2 - bend},{y2} {x2 - 2},{y2}" fill="none" '
-        f'stroke="#607d8b" stroke-width="1.3" marker-end="url(#{marker})"/>'
+        f'<path d="{" ".join(parts)}" fill="none" stroke="#607d8b" stroke-width="1.3" '
+        f'marker-end="url(#{marker})"/>'
     )
 
 
@@ -97,7 +108,7 @@ def _legend_markup(states: list[str], top: int) -> str:
             f'stroke="{stroke}"/><text x="{x + 16}" y="{top + 16}" font-size="11" '
             f'font-family="sans-serif" fill="#424242">{label}</text>'
         )
-        x += 16 + 7 * len(_state_label(state)) + 14
+        x += 16 + 6 * len(_state_label(state)) + 14
     return f'<g class="dag-legend">{"".join(parts)}</g>'
 
 
@@ -112,12 +123,13 @@ def render_svg(
         return ""
     layout = layered_layout(list(by_key), drawn)
     rows = layout.height
-    xy: dict[str, tuple[int, int]] = {}
-    for column, keys in enumerate(layout.layers):
+
+    def place(column: int, slot: int) -> tuple[int, int]:
         # Short columns are centred against the tallest one.
-        offset = (rows - len(keys)) * (NODE_H + GAP_Y) // 2
-        for row, key in enumerate(keys):
-            xy[key] = (MARGIN + column * (NODE_W + GAP_X), MARGIN + offset + row * (NODE_H + GAP_Y))
+        offset = (rows - layout.slots[column]) * (NODE_H + GAP_Y) // 2
+        return MARGIN + column * (NODE_W + GAP_X), MARGIN + offset + slot * (NODE_H + GAP_Y)
+
+    xy = {key: place(*layout.position[key]) for keys in layout.layers for key in keys}
     graph_h = rows * (NODE_H + GAP_Y) - GAP_Y
     width = max(2 * MARGIN + layout.width * (NODE_W + GAP_X) - GAP_X, 360)
     legend_top = MARGIN + graph_h + 6
@@ -126,9 +138,14 @@ def render_svg(
     digest = hashlib.blake2b("|".join(sorted(by_key)).encode(), digest_size=4).hexdigest()
     marker = f"dag-arrow-{digest}"
     edge_parts = []
+    mid = NODE_H // 2
     for a, b in sorted(set(drawn)):
         (xa, ya), (xb, yb) = xy[a], xy[b]
-        edge_parts.append(_edge_markup(xa + NODE_W, ya + NODE_H // 2, xb, yb + NODE_H // 2, marker))
+        points = [(xa + NODE_W, ya + mid)]
+        for bx, by in (place(*bend) for bend in layout.bends.get((a, b), [])):
+            points += [(bx, by + mid), (bx + NODE_W, by + mid)]
+        points.append((xb, yb + mid))
+        edge_parts.append(_edge_markup(points, marker))
     node_parts = [_node_markup(by_key[key], *xy[key]) for key in xy]
     order = list(STATE_COLOURS)
     present = sorted({node.state for node in by_key.values()}, key=lambda s: _legend_rank(s, order))
@@ -155,19 +172,27 @@ def _legend_rank(state: str, order: list[str]) -> tuple[int, str]:
     return (order.index(state) if state in order else len(order), state)
 
 
-def dag_svg(job: Job, *, last_states: bool = True, link: Callable[[Job], str] | None = None) -> str:
+def dag_svg(
+    job: Job,
+    *,
+    last_states: bool = True,
+    link: Callable[[Job], str] | None = None,
+    limit: int | None = None,
+) -> str:
     """The SVG of ``job``'s dependency graph, "" when it has no edges.
 
     The whole DAG the job belongs to (every job connected to it) when it fits the bound of
     ``jobs.selectors_graph.GRAPH_MAX_JOBS``; else only the job's ancestors and descendants,
-    cut at that bound, with a note saying so. ``last_states`` colours each job by its latest
-    run's state; ``link`` gives each node's URL (the admin passes its change page).
+    cut at that bound, with a note saying so (``limit`` lowers the bound). ``last_states``
+    colours each job by its latest run's state; ``link`` gives each node's URL (the admin
+    passes its change page).
     """
-    from jobs.selectors_graph import job_graph
+    from jobs.selectors_graph import GRAPH_MAX_JOBS, job_graph
 
-    graph = job_graph(job, whole_dag=True, last_states=last_states)
+    bound = limit or GRAPH_MAX_JOBS
+    graph = job_graph(job, whole_dag=True, last_states=last_states, limit=bound)
     if graph.truncated:
-        graph = job_graph(job, last_states=last_states)
+        graph = job_graph(job, last_states=last_states, limit=bound)
     if not graph.edges:
         return ""
     nodes = [

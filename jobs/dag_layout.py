@@ -9,6 +9,7 @@ edges) cost; an exact crossing minimisation is NP-hard and not worth it for a pi
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict, deque
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -22,10 +23,15 @@ SWEEPS = 4
 
 @dataclass(frozen=True)
 class Layout(Generic[K]):
-    """``layers[i]`` is the i-th column, top to bottom; ``position[k]`` = (layer, row)."""
+    """``layers[i]`` holds the nodes of the i-th column, top to bottom; ``position[k]`` is
+    (layer, slot). An edge spanning several layers passes through one slot of each layer in
+    between (``bends[(a, b)]``), so it is routed around the nodes there instead of through
+    them; ``slots[i]`` is how many slots column i has, nodes and bends together."""
 
     layers: list[list[K]]
     position: dict[K, tuple[int, int]]
+    bends: dict[tuple[K, K], list[tuple[int, int]]]
+    slots: list[int]
 
     @property
     def width(self) -> int:
@@ -33,7 +39,7 @@ class Layout(Generic[K]):
 
     @property
     def height(self) -> int:
-        return max((len(layer) for layer in self.layers), default=0)
+        return max(self.slots, default=0)
 
 
 def longest_path_layers(nodes: Sequence[K], edges: Iterable[tuple[K, K]]) -> dict[K, int]:
@@ -69,52 +75,65 @@ def longest_path_layers(nodes: Sequence[K], edges: Iterable[tuple[K, K]]) -> dic
     return layer
 
 
-def _neighbours(
-    edges: Iterable[tuple[K, K]], layer: dict[K, int]
-) -> tuple[dict[K, list[K]], dict[K, list[K]]]:
-    left: dict[K, list[K]] = defaultdict(list)
-    right: dict[K, list[K]] = defaultdict(list)
-    for a, b in set(edges):
-        if a in layer and b in layer and layer[a] < layer[b]:
-            left[b].append(a)
-            right[a].append(b)
-    return left, right
-
-
 def _sweep(
-    columns: list[list[K]], row: dict[K, int], neighbours: dict[K, list[K]], order: range
+    columns: list[list[Hashable]],
+    row: dict[Hashable, int],
+    neighbours: dict[Hashable, list[Hashable]],
+    order: range,
 ) -> None:
     for index in order:
         column = columns[index]
 
-        def barycentre(node: K) -> tuple[float, int]:
-            placed = neighbours.get(node)
-            # A node without neighbours on that side keeps its place; the current row breaks
+        def barycentre(slot: Hashable) -> tuple[float, int]:
+            placed = neighbours.get(slot)
+            # A slot without neighbours on that side keeps its place; the current row breaks
             # ties, so the order is deterministic and stable across sweeps.
             if not placed:
-                return float(row[node]), row[node]
-            return sum(row[n] for n in placed) / len(placed), row[node]
+                return float(row[slot]), row[slot]
+            return sum(row[n] for n in placed) / len(placed), row[slot]
 
         column.sort(key=barycentre)
-        for position, node in enumerate(column):
-            row[node] = position
+        for position, slot in enumerate(column):
+            row[slot] = position
 
 
 def layered_layout(nodes: Sequence[K], edges: Iterable[tuple[K, K]]) -> Layout[K]:
     """Columns by longest-path layer, rows by barycentre; the input order seeds the rows."""
-    edge_list = list(edges)
-    layer = longest_path_layers(nodes, edge_list)
+    edge_list = list(dict.fromkeys(edges))
+    unique = list(dict.fromkeys(nodes))
+    layer = longest_path_layers(unique, edge_list)
     count = max(layer.values(), default=-1) + 1
-    columns: list[list[K]] = [[] for _ in range(count)]
-    for node in dict.fromkeys(nodes):
-        columns[layer[node]].append(node)
-    row = {node: position for column in columns for position, node in enumerate(column)}
-    left, right = _neighbours(edge_list, layer)
+    # Slots are ("n", node) for nodes and ("b", parent, child, layer) for an edge's bends.
+    columns: list[list[Hashable]] = [[] for _ in range(count)]
+    for node in unique:
+        columns[layer[node]].append(("n", node))
+    left: dict[Hashable, list[Hashable]] = defaultdict(list)
+    right: dict[Hashable, list[Hashable]] = defaultdict(list)
+    chains: dict[tuple[K, K], list[Hashable]] = {}
+    for a, b in edge_list:
+        if a not in layer or b not in layer or layer[a] >= layer[b]:
+            continue
+        chain: list[Hashable] = [("b", a, b, i) for i in range(layer[a] + 1, layer[b])]
+        for slot, i in zip(chain, range(layer[a] + 1, layer[b]), strict=True):
+            columns[i].append(slot)
+        chains[(a, b)] = chain
+        path = [("n", a), *chain, ("n", b)]
+        for upper, lower in itertools.pairwise(path):
+            left[lower].append(upper)
+            right[upper].append(lower)
+    row = {slot: position for column in columns for position, slot in enumerate(column)}
     for _ in range(SWEEPS):
         _sweep(columns, row, left, range(1, count))
         _sweep(columns, row, right, range(count - 2, -1, -1))
-    position = {node: (layer[node], row[node]) for node in row}
-    return Layout(layers=columns, position=position)
+    return Layout(
+        layers=[[slot[1] for slot in column if slot[0] == "n"] for column in columns],  # type: ignore[index]
+        position={node: (layer[node], row[("n", node)]) for node in unique},
+        bends={
+            edge: [(int(slot[3]), row[slot]) for slot in chain]  # type: ignore[index]
+            for edge, chain in chains.items()
+        },
+        slots=[len(column) for column in columns],
+    )
 
 
 def crossings(layout: Layout[K], edges: Iterable[tuple[K, K]]) -> int:

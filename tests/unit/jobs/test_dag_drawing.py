@@ -25,6 +25,21 @@ def test_every_edge_points_rightwards() -> None:
     assert [len(column) for column in layout.layers] == [1, 5, 1]
 
 
+def test_an_edge_over_several_layers_bends_around_the_nodes_between() -> None:
+    edges = [("r", "a"), ("a", "b"), ("b", "sink"), ("r", "sink")]
+    layout = layered_layout(["r", "a", "b", "sink"], edges)
+    bends = layout.bends[("r", "sink")]
+    assert [layer for layer, _ in bends] == [1, 2]
+    # Each bend has a slot of its own, beside the node of its layer, never on it.
+    assert bends[0] != layout.position["a"]
+    assert bends[1] != layout.position["b"]
+    assert layout.slots == [1, 2, 2, 1]
+    root = _parse(render_svg([DrawNode(k, k) for k in ("r", "a", "b", "sink")], edges))
+    paths = root.findall(f"{SVG}g[@class='dag-edges']/{SVG}path")
+    long_edge = [p for p in paths if p.get("d", "").count("L") == 2]
+    assert len(long_edge) == 1
+
+
 def test_barycentre_untangles_crossed_edges() -> None:
     # The input order crosses every edge pair: r1 r2 r3 above, their children in reverse.
     nodes = ["r1", "r2", "r3", "c3", "c2", "c1"]
