@@ -13,8 +13,14 @@ from typing import Any
 
 import click
 from celery import Celery, bootsteps, signals
+from django.core.exceptions import ImproperlyConfigured
 
-from jobs.metrics import clear_multiprocess_dir, process_exited, start_exporter
+from jobs.metrics import (
+    clear_multiprocess_dir,
+    multiprocess_dir,
+    process_exited,
+    start_exporter,
+)
 
 
 class MetricsExporter(bootsteps.StartStopStep):
@@ -28,8 +34,16 @@ class MetricsExporter(bootsteps.StartStopStep):
         from django.conf import settings
 
         port = self.port if self.port is not None else settings.SCHEDULER_WORKER_METRICS_PORT
-        if port:
-            start_exporter(port, settings.SCHEDULER_METRICS_ADDR)
+        if not port:
+            return
+        if multiprocess_dir() is None and "prefork" in str(parent.pool_cls).lower():
+            # The pool children would count in memory of their own, which no scrape reads: an
+            # exporter that always says 0 is worse than none.
+            raise ImproperlyConfigured(
+                f"--metrics-port {port} with the prefork pool needs PROMETHEUS_MULTIPROC_DIR "
+                "(a directory of this worker's own, docs/operations.md)"
+            )
+        start_exporter(port, settings.SCHEDULER_METRICS_ADDR)
 
 
 def _worker_init(**_kwargs: Any) -> None:

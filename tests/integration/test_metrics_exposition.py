@@ -164,3 +164,15 @@ def test_metric_names_never_carry_a_job_or_run_id(worker: CeleryWorker) -> None:
         for _label, label_value in labels:
             with pytest.raises(ValueError, match="badly formed"):
                 uuid.UUID(label_value)
+
+
+def test_a_prefork_worker_with_a_metrics_port_but_no_directory_refuses_to_start() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env["SCHEDULER_WORKER_METRICS_PORT"] = str(free_port())
+    cmd = [
+        sys.executable, "-m", "celery", "-A", "scheduler_project", "worker", "--pool", "prefork",
+        "--concurrency", "1", "-Q", "metrics-unread", "--without-mingle", "--without-gossip",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "needs PROMETHEUS_MULTIPROC_DIR" in done.stdout + done.stderr
