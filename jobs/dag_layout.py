@@ -19,6 +19,9 @@ K = TypeVar("K", bound=Hashable)
 
 # Down-and-up sweep pairs; more rarely changes the order of graphs of a few hundred nodes.
 SWEEPS = 4
+# Bend slots are one per layer an edge passes; a dense graph with long edges could need
+# millions, so past this many long edges are drawn straight across instead.
+MAX_BENDS = 5000
 
 
 @dataclass(frozen=True)
@@ -110,11 +113,12 @@ def layered_layout(nodes: Sequence[K], edges: Iterable[tuple[K, K]]) -> Layout[K
     left: dict[Hashable, list[Hashable]] = defaultdict(list)
     right: dict[Hashable, list[Hashable]] = defaultdict(list)
     chains: dict[tuple[K, K], list[Hashable]] = {}
-    for a, b in edge_list:
-        if a not in layer or b not in layer or layer[a] >= layer[b]:
-            continue
-        chain: list[Hashable] = [("b", a, b, i) for i in range(layer[a] + 1, layer[b])]
-        for slot, i in zip(chain, range(layer[a] + 1, layer[b]), strict=True):
+    forward = [(a, b) for a, b in edge_list if a in layer and b in layer and layer[a] < layer[b]]
+    bend = sum(layer[b] - layer[a] - 1 for a, b in forward) <= MAX_BENDS
+    for a, b in forward:
+        span = range(layer[a] + 1, layer[b]) if bend else range(0)
+        chain: list[Hashable] = [("b", a, b, i) for i in span]
+        for slot, i in zip(chain, span, strict=True):
             columns[i].append(slot)
         chains[(a, b)] = chain
         path = [("n", a), *chain, ("n", b)]
