@@ -115,9 +115,7 @@ LOGGING = {
         "json": {"()": "beat_engine.log_format.JsonLineFormatter"},
         "text": {"()": "beat_engine.log_format.TextLineFormatter"},
     },
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": SCHEDULER_LOG_FORMAT}
-    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": SCHEDULER_LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
