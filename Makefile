@@ -1,5 +1,5 @@
 # Each target wraps a script, so the README, CI and developers run the same thing.
-.PHONY: install run test test-unit test-integration test-faults lint fmt check bench bench-compare bench-compare-quick soak soak-quick
+.PHONY: install run test test-unit test-integration test-faults lint fmt check bench bench-compare bench-compare-quick soak soak-quick screenshots
 
 install:
 	./scripts/install
@@ -18,6 +18,10 @@ test-integration:
 
 test-faults:
 	./scripts/test tests/faults
+
+# The browser test, saving its screenshots over the docs' (docs/img/status-*.png).
+screenshots:
+	STATUS_SCREENSHOTS_DIR=docs/img ./scripts/test tests/browser -q
 
 lint:
 	./scripts/lint

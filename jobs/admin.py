@@ -485,11 +485,34 @@ class AttemptInline(admin.TabularInline):  # type: ignore[type-arg]
         "finished_at",
         "outcome",
         "error",
+        "stored_result",
     )
     readonly_fields = fields
     extra = 0
     max_num = 0
     can_delete = False
+
+    @admin.display(description="stored result")
+    def stored_result(self, attempt: RunAttempt) -> str:
+        # The attempt's TaskResult (jobs/services/run_results.py), shown here rather than linked
+        # to django-celery-results' own admin, which knows nothing of tenants.
+        from django_celery_results.models import TaskResult
+
+        from jobs.services.run_results import result_task_id
+
+        row = TaskResult.objects.filter(task_id=result_task_id(attempt.run_id, attempt.attempt))
+        found = row.first()
+        if found is None:
+            return "—"
+        return format_html(
+            '<span title="task id {}">{}</span><pre style="white-space:pre-wrap;max-width:40em">'
+            "{}</pre>{}",
+            found.task_id,
+            found.status,
+            (found.result or "")[:2000],
+            format_html("<details><summary>traceback</summary><pre>{}</pre></details>",
+                        found.traceback) if found.traceback else "",
+        )  # fmt: skip
 
 
 @admin.register(JobRun)

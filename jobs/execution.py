@@ -16,7 +16,7 @@ from django.conf import settings
 
 from beat_engine.backoff import retry_delay
 from beat_engine.clock import Clock
-from jobs import cancel_watch, metrics
+from jobs import cancel_watch, metrics, result_writer
 from jobs.models import TargetKind
 from jobs.outcomes import Disposition, ResultKind, TargetResult, disposition_for
 from jobs.services import run_results, runs, starts
@@ -201,8 +201,9 @@ def _execute(
         metrics.RUN_DURATION.labels(target_kind=run.target.kind).observe(clock.monotonic() - began)
     finished_at = clock.now()
     final = _record(run, result, finished_at)
-    # After the outcome's commit, never inside it: the stored copy cannot delay or fail it.
-    run_results.result_record_quietly(
+    # After the outcome's commit, and written by another thread: the stored copy can neither
+    # delay nor fail the outcome (jobs/result_writer.py says why losing one is safe).
+    result_writer.submit(
         run_results.AttemptResult(
             run_id=run.id,
             attempt=run.attempt,

@@ -51,6 +51,7 @@ class RunFact:
     scheduled_for: datetime
     attempt: int
     lateness: timedelta | None
+    start_lag: timedelta | None
     published_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
@@ -258,6 +259,7 @@ def _with_run(facts: Facts, run: RunFact, now: datetime, out: _Out) -> Explanati
         "trigger": run.trigger,
         "attempt": run.attempt,
         "lateness_s": None if run.lateness is None else run.lateness.total_seconds(),
+        "start_lag_s": None if run.start_lag is None else run.start_lag.total_seconds(),
     }
     if run.state == "missed":
         paused = _paused_at(facts)

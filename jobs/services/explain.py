@@ -92,6 +92,7 @@ def _run_fact(run: JobRun) -> RunFact:
         scheduled_for=run.scheduled_for,
         attempt=run.attempt,
         lateness=run.lateness,
+        start_lag=run.start_lag,
         published_at=run.published_at,
         started_at=run.started_at,
         finished_at=run.finished_at,

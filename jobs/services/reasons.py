@@ -1,4 +1,5 @@
-"""Retention of recorded decision reasons and job events (docs/operations.md, "Reasons")."""
+"""Retention of decision reasons, job events, notification deliveries and lateness alerts
+(docs/operations.md, "Reasons" and "Notifications")."""
 
 from __future__ import annotations
 
@@ -17,6 +18,16 @@ _PURGE_SQL = {
     "jobs_jobevent": """
         DELETE FROM jobs_jobevent WHERE id IN (
             SELECT id FROM jobs_jobevent WHERE at < %s ORDER BY at LIMIT %s)""",
+    # Notification deliveries (sent, failed, or pending past the retention: no receiver
+    # wants a month-old alert) and lateness alerts, on the same retention.
+    "jobs_notificationdelivery": """
+        DELETE FROM jobs_notificationdelivery WHERE id IN (
+            SELECT id FROM jobs_notificationdelivery WHERE created_at < %s
+             ORDER BY created_at LIMIT %s)""",
+    "jobs_latenessalert": """
+        DELETE FROM jobs_latenessalert WHERE id IN (
+            SELECT id FROM jobs_latenessalert WHERE created_at < %s
+             ORDER BY created_at LIMIT %s)""",
 }
 
 
@@ -27,8 +38,9 @@ def reason_retention() -> timedelta:
 def reasons_purge(
     *, now: datetime, retention: timedelta | None = None, limit: int = 10_000
 ) -> dict[str, int]:
-    """Delete reasons last updated, and job events recorded, more than ``retention`` before
-    ``now`` (the database's clock); at most ``limit`` rows of each table per call."""
+    """Delete reasons last updated, and job events, deliveries and lateness alerts recorded,
+    more than ``retention`` before ``now`` (the database's clock); at most ``limit`` rows of
+    each table per call."""
     cutoff = now - (retention if retention is not None else reason_retention())
     deleted: dict[str, int] = {}
     with connection.cursor() as cursor:

@@ -7,11 +7,10 @@ Celery task result, a callable's return value, an HTTP target's response summary
 failed attempt an exception carrying the error.
 
 The run row, written first by the outcome's compare-and-set, stays the record of how a run
-ended; this row is a copy for people and Celery clients to read. It is written after the
-outcome, in its own statement, and that statement's commit does not wait for the WAL flush
-(``synchronous_commit`` off for that one transaction): a database crash may lose the last
-fraction of a second of these copies, never an outcome. The rows go with their runs
-(``results_delete_for_runs``, and a job's deletion, connected in jobs/apps.py).
+ended; this row is a copy for people and Celery clients to read. Workers hand it to a
+background writer after the outcome (jobs/result_writer.py), which writes batches whose commit
+does not wait for the WAL flush. The rows go with their runs (``results_delete_for_runs``, and
+a job's deletion, connected in jobs/apps.py).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -60,15 +59,14 @@ class AttemptResult:
     accepted: bool = True
 
 
+_COLUMNS = (
+    "task_id, task_name, task_args, task_kwargs, status, worker, content_type, "
+    "content_encoding, result, date_created, date_started, date_done, traceback, meta"
+)
+_ROW = "(%s, %s, %s, %s, %s, %s, 'application/json', 'utf-8', %s, %s, %s, %s, %s, %s)"
 _RECORD_SQL = """
-WITH settings AS (SELECT set_config('synchronous_commit', 'off', true))
-INSERT INTO django_celery_results_taskresult
-       (task_id, task_name, task_args, task_kwargs, status, worker, content_type,
-        content_encoding, result, date_created, date_started, date_done, traceback, meta)
-SELECT %(task_id)s, %(task_name)s, %(task_args)s, %(task_kwargs)s, %(status)s, %(worker)s,
-       'application/json', 'utf-8', %(result)s, %(now)s, %(started_at)s, %(now)s,
-       %(traceback)s, %(meta)s
-  FROM settings
+INSERT INTO django_celery_results_taskresult ({columns})
+VALUES {rows}
 ON CONFLICT (task_id) DO UPDATE
    SET status = EXCLUDED.status, result = EXCLUDED.result, date_done = EXCLUDED.date_done,
        traceback = EXCLUDED.traceback, meta = EXCLUDED.meta, worker = EXCLUDED.worker
@@ -88,46 +86,53 @@ def _encoded_result(entry: AttemptResult) -> str:
     )
 
 
-def result_record(entry: AttemptResult) -> None:
-    """Write (or rewrite) the attempt's TaskResult; one statement, its commit not flushed."""
-    params: dict[str, Any] = {
-        "task_id": result_task_id(entry.run_id, entry.attempt),
-        "task_name": entry.target[:_NAME_MAX_CHARS],
-        "task_args": json.dumps([str(entry.run_id), entry.attempt]),
-        "task_kwargs": json.dumps({"job_id": str(entry.job_id)}),
-        "status": entry.status,
-        "worker": entry.worker[:100],
-        "result": _encoded_result(entry),
-        "now": entry.finished_at,
-        "started_at": entry.started_at,
-        "traceback": entry.traceback[-TRACEBACK_MAX_CHARS:] or None,
-        "meta": json.dumps(
-            {
-                "children": [],
-                "run_id": str(entry.run_id),
-                "attempt": entry.attempt,
-                "job_id": str(entry.job_id),
-                "accepted": entry.accepted,
-                "error": entry.error,
-                # A failed attempt's response summary (an HTTP status and body), if any.
-                "response": None if entry.status == states.SUCCESS else entry.result,
-            },
-            default=str,
-        ),
+def _row(entry: AttemptResult) -> list[Any]:
+    meta: dict[str, Any] = {
+        "children": [],
+        "run_id": str(entry.run_id),
+        "attempt": entry.attempt,
+        "job_id": str(entry.job_id),
+        "accepted": entry.accepted,
+        "error": entry.error,
+        # A failed attempt's response summary (an HTTP status and body), if any.
+        "response": None if entry.status == states.SUCCESS else entry.result,
     }
-    with connection.cursor() as cursor:
-        cursor.execute(_RECORD_SQL, params)
+    return [
+        result_task_id(entry.run_id, entry.attempt),
+        entry.target[:_NAME_MAX_CHARS],
+        json.dumps([str(entry.run_id), entry.attempt]),
+        json.dumps({"job_id": str(entry.job_id)}),
+        entry.status,
+        entry.worker[:100],
+        _encoded_result(entry),
+        entry.finished_at,
+        entry.started_at,
+        entry.finished_at,
+        entry.traceback[-TRACEBACK_MAX_CHARS:] or None,
+        json.dumps(meta, default=str),
+    ]
 
 
-def result_record_quietly(entry: AttemptResult) -> None:
-    """``result_record`` that never fails the attempt: the outcome is already recorded."""
-    try:
-        result_record(entry)
-    except Exception:  # boundary: a lost copy is logged, the run is unaffected
-        logger.exception(
-            "execution.result.not_stored",
-            extra={"run_id": str(entry.run_id), "attempt": entry.attempt},
-        )
+def results_record_many(entries: Sequence[AttemptResult]) -> None:
+    """Write (or rewrite) these attempts' TaskResults in one statement, its commit not flushed.
+
+    ``synchronous_commit`` is off for this transaction only: a database crash may lose the
+    last fraction of a second of these copies, never an outcome (the run row has its own,
+    synchronous commit).
+    """
+    # One row per task id: a statement may not update the same row twice.
+    latest = {result_task_id(e.run_id, e.attempt): e for e in entries}
+    if not latest:
+        return
+    params = [value for entry in latest.values() for value in _row(entry)]
+    sql = _RECORD_SQL.format(columns=_COLUMNS, rows=", ".join([_ROW] * len(latest)))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit = off")
+        cursor.execute(sql, params)
+
+
+def result_record(entry: AttemptResult) -> None:
+    results_record_many([entry])
 
 
 def results_of_run(run: JobRun) -> dict[int, TaskResult]:

@@ -25,6 +25,7 @@ from scheduler_project.celery import app
 from tests.support import targets  # noqa: F401  (registers the test targets here too)
 from tests.support.api import api_client_for
 from tests.support.factories import job_factory, run_factory
+from tests.support.waiting import wait_until
 from tests.support.workers import (
     CeleryWorker,
     HttpTarget,
@@ -51,7 +52,10 @@ def _queued(job: Job) -> JobRun:
 
 
 def _stored(run: JobRun, attempt: int) -> TaskResult:
-    return TaskResult.objects.get(task_id=result_task_id(run.id, attempt))
+    # Written by the worker's background writer, within its flush interval of the outcome.
+    rows = TaskResult.objects.filter(task_id=result_task_id(run.id, attempt))
+    wait_until(rows.exists, what=f"the stored result of attempt {attempt} of {run.id}")
+    return rows.get()
 
 
 def test_task_target_result_is_the_celery_task_result(worker: CeleryWorker) -> None:
@@ -178,3 +182,17 @@ def test_results_go_with_their_runs_and_jobs() -> None:
     assert set(TaskResult.objects.values_list("task_id", flat=True)) == {
         result_task_id(elsewhere.id, 1)
     }
+
+
+def test_admin_run_page_shows_each_attempts_stored_result() -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    now = _now()
+    run = _attempted(job_factory(now=now), now - timedelta(hours=1), 2)
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw-unused-1"))
+    html = client.get(f"/admin/jobs/jobrun/{run.pk}/change/").content.decode()
+    assert f"task id {run.id}:1" in html
+    assert f"task id {run.id}:2" in html
+    assert "{&quot;n&quot;: 2}" in html

@@ -217,3 +217,23 @@ def test_too_few_late_runs_are_not_sustained(
 def test_window_start_is_aligned() -> None:
     at = datetime(2026, 1, 1, 10, 7, 31, tzinfo=UTC)
     assert window_start(at, timedelta(minutes=5)) == datetime(2026, 1, 1, 10, 5, tzinfo=UTC)
+
+
+def test_deliveries_and_alerts_past_the_retention_are_purged(
+    webhook_receiver: WebhookReceiver,
+) -> None:
+    from jobs.services.reasons import reasons_purge
+
+    tenant = tenant_factory()
+    _hook(webhook_receiver, tenant, "/old", ["dead_letter"])
+    _dead_letter(tenant)
+    _dead_letter(tenant)
+    old, new = NotificationDelivery.objects.order_by("id")
+    NotificationDelivery.objects.filter(id=old.id).update(created_at=NOW - timedelta(days=31))
+    LatenessAlert.objects.create(
+        tenant=tenant, window_start=T0, p99_s=2.0, runs=10, created_at=NOW - timedelta(days=31)
+    )
+    deleted = reasons_purge(now=NOW)
+    assert deleted["jobs_notificationdelivery"] == 1
+    assert deleted["jobs_latenessalert"] == 1
+    assert list(NotificationDelivery.objects.values_list("id", flat=True)) == [new.id]

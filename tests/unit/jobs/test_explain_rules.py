@@ -36,7 +36,7 @@ def _facts(at: datetime, **overrides: object) -> Facts:
 def _run(at: datetime, state: str = "succeeded", lateness: float | None = 0.2) -> RunFact:
     return RunFact(
         id="r1", state=state, trigger="schedule", scheduled_for=at, attempt=1,
-        lateness=None if lateness is None else timedelta(seconds=lateness),
+        lateness=None if lateness is None else timedelta(seconds=lateness), start_lag=None,
         published_at=None, started_at=None, finished_at=None, last_error="",
     )  # fmt: skip
 
