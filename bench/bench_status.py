@@ -166,6 +166,7 @@ def statements(tenant_id: int | None, *, by_job: bool) -> None:
         "runs by state (1 h, 24 h)": data.runs_by_state,
         "retries per minute": data.retries_per_minute,
         "dead letters per minute": data.dead_letters_per_minute,
+        "latest failures": data.latest_failures,
     }
     scope = "all tenants" if tenant_id is None else f"tenant {tenant_id}"
     scope += ", by job" if by_job else ", by scan"
@@ -183,8 +184,6 @@ def statements(tenant_id: int | None, *, by_job: bool) -> None:
         # The root, then every node that reads a table or an index.
         for line in [plan[0], *(line for line in plan[1:] if "Scan" in line)]:
             print("    " + line.strip())
-    failures_ms = _median_ms(lambda: data.latest_failures(window, tenant_id=tenant_id))
-    print(f"\nlatest failures ({scope}): median {failures_ms:.1f} ms")
     connection.close()
 
 

@@ -115,8 +115,14 @@ def run_timeline(marks: Sequence[svg.Mark], *, title: str) -> SafeString:
     return _safe(svg.timeline_chart(marks, title=title, axes=axes))
 
 
-def job_lateness_chart(points: Sequence[tuple[datetime, float]]) -> SafeString:
+def job_lateness_chart(
+    publish: Sequence[tuple[datetime, float]], start: Sequence[tuple[datetime, float]]
+) -> SafeString:
+    """Publish lag and start lag of a job's recent runs, by due instant."""
     axes = svg.Axes(x_format=day_hhmm, y_format=seconds)
-    series = [svg.Series("lateness", [(ts(at), value) for at, value in points], "s0")]
-    title = "Publish lag of recent runs (due to in the broker)"
+    series = [
+        svg.Series("publish lag", [(ts(at), value) for at, value in publish], "s0"),
+        svg.Series("start lag", [(ts(at), value) for at, value in start], "s1"),
+    ]
+    title = "Lag of recent runs (publish: due to in the broker; start: due to started)"
     return _safe(svg.line_chart(series, title=title, axes=axes, empty="No published runs yet"))

@@ -54,10 +54,15 @@ def job_detail(request: HttpRequest, scope: Scope, job_id: uuid.UUID) -> HttpRes
     now = read_database_clock()
     recent = recent_runs(job)
     oldest_first = list(reversed(recent.runs))
-    lateness = [
+    publish = [
         (run.scheduled_for, run.lateness.total_seconds())
         for run in oldest_first
         if run.lateness is not None
+    ]
+    start = [
+        (run.scheduled_for, run.start_lag.total_seconds())
+        for run in oldest_first
+        if run.start_lag is not None
     ]
     context: dict[str, Any] = {
         "job": job,
@@ -68,7 +73,7 @@ def job_detail(request: HttpRequest, scope: Scope, job_id: uuid.UUID) -> HttpRes
             [_mark(run, scope) for run in oldest_first],
             title=f"Last {len(recent.runs)} runs by due time (dot: state; ticks: extra attempts)",
         ),
-        "lateness_chart": charts.job_lateness_chart(lateness),
+        "lateness_chart": charts.job_lateness_chart(publish, start),
         "dag": _dag(job, scope),
         "admin_url": reverse("admin:jobs_job_change", args=[job.pk]),
         "admin_runs_url": reverse("admin:jobs_jobrun_changelist") + f"?job__id__exact={job.pk}",

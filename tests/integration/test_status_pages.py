@@ -277,7 +277,9 @@ def test_job_page_shows_next_firings_timeline_lateness_and_success_rate(superuse
     assert _points(body, "timeline") == 5
     # The dead run's two extra attempts are drawn as ticks above its dot.
     assert body.count('class="attempt state-dead"') == 2
-    assert _points(body, "job-lateness") == 5
+    # Publish lag and start lag of each of the five runs.
+    assert _points(body, "job-lateness") == 2 * 5
+    assert "publish lag at " in body
     assert "80.0 %" in body
     assert reverse("admin:jobs_job_change", args=[job.pk]) in body
 
