@@ -35,9 +35,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 NOW = T0 + timedelta(minutes=5)
 
 
-def _hook(receiver: WebhookReceiver, tenant: object, path: str, events: list[str]) -> tuple[
-    NotificationWebhook, str
-]:
+def _hook(
+    receiver: WebhookReceiver, tenant: object, path: str, events: list[str]
+) -> tuple[NotificationWebhook, str]:
     return webhook_create(
         tenant=tenant,  # type: ignore[arg-type]
         name=path.strip("/"),
