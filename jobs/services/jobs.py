@@ -420,6 +420,7 @@ def _cancel_downstream(job: Job, *, cascade: bool, now: datetime) -> None:
         child.status_reason = f"cancelled with its ancestor {job.name!r} ({job.id})"
         child.next_fire_at = None
         _bump(child, now=now)
+        job_event_record(child, JobEventKind.CANCELLED)
     # Every job below is cancelled before any of their runs is, so a run's cancel hands
     # nothing down to a job that is being cancelled too.
     for child in locked:
