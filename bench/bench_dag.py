@@ -222,11 +222,31 @@ def _clear_idle_runs() -> None:
         client.delete(key)
 
 
+def _reads(root: Any, child: Any) -> dict[str, float]:
+    """How long the graph reads take on this DAG: the API's graph of the root and its drawing
+    (both cut at 500 jobs), and the drawing of one child (its whole DAG is over the bound, so
+    its lineage: the root and itself)."""
+    from jobs.dag_drawing import dag_svg
+    from jobs.selectors_graph import job_graph
+
+    timings: dict[str, float] = {}
+    for name, read in (("graph_root_s", lambda: job_graph(root)),
+                       ("drawing_root_s", lambda: dag_svg(root)),
+                       ("drawing_child_s", lambda: dag_svg(child))):  # fmt: skip
+        read()
+        started = time.monotonic()
+        for _ in range(5):
+            read()
+        timings[name] = (time.monotonic() - started) / 5
+    return timings
+
+
 def bench_fanout(children: int, reps: int) -> dict[str, Any]:
     tenant = _reset()
     root = _root(tenant, "fanout-root")
-    _dependents(tenant, [root] * children, [f"fanout-{i:05}" for i in range(children)],
-                IDLE_QUEUE)  # fmt: skip
+    kids = _dependents(tenant, [root] * children, [f"fanout-{i:05}" for i in range(children)],
+                       IDLE_QUEUE)  # fmt: skip
+    reads = _reads(root, kids[0])
     procs = _processes()
     spans, firsts, medians = [], [], []
     try:
@@ -257,7 +277,7 @@ def bench_fanout(children: int, reps: int) -> dict[str, Any]:
     finally:
         _stop(procs)
     return {"children": children, "reps": reps, "first_s": firsts, "median_s": medians,
-            "all_s": spans}  # fmt: skip
+            "all_s": spans, **reads}  # fmt: skip
 
 
 def bench_chain(length: int, reps: int) -> dict[str, Any]:
@@ -319,6 +339,10 @@ def figures(result: dict[str, Any]) -> dict[str, str]:
             f"{statistics.median(spans):.3f} ({min(spans):.3f}-{max(spans):.3f})",
         "fan-out: first / half of the children published (s), medians":
             f"{statistics.median(fan['first_s']):.3f} / {statistics.median(fan['median_s']):.3f}",
+        "fan-out: graph read of the parent / its drawing (both cut at 500 jobs) / drawing of "
+        "a child (ms)":
+            f"{fan['graph_root_s'] * 1000:.1f} / {fan['drawing_root_s'] * 1000:.1f} / "
+            f"{fan['drawing_child_s'] * 1000:.1f}",
         "chain: jobs / repetitions / hops measured":
             f"{chain['length']} / {chain['reps']} / {len(hops)}",
         "chain hop, parent success committed -> child published, p50 / p99 / max (ms)":

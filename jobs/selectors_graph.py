@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import connection
-from django.db.models import OuterRef, Subquery
 
-from jobs.models import Job, JobDependency, JobRun
+from jobs.models import Job
 
 GRAPH_MAX_JOBS = 500
 
@@ -47,6 +47,24 @@ WITH RECURSIVE walk(id) AS (
      WHERE e.tenant_id = %(tenant)s
 )
 SELECT id FROM walk WHERE id <> %(start)s::uuid LIMIT %(limit)s
+"""
+
+
+_JOBS_SQL = """
+SELECT j.id, j.tenant_id, j.name, j.kind, j.status, j.trigger_rule,
+       (SELECT r.state FROM jobs_jobrun r WHERE r.job_id = j.id
+         ORDER BY r.scheduled_for DESC LIMIT 1) AS last_state
+  FROM jobs_job j WHERE j.tenant_id = %(tenant)s AND j.id = ANY(%(ids)s::uuid[])
+"""
+_JOBS_SQL_NO_STATE = """
+SELECT j.id, j.tenant_id, j.name, j.kind, j.status, j.trigger_rule, NULL AS last_state
+  FROM jobs_job j WHERE j.tenant_id = %(tenant)s AND j.id = ANY(%(ids)s::uuid[])
+"""
+# The edges among the jobs kept, found through job_dependency_child.
+_EDGES_SQL = """
+SELECT e.parent_id, e.child_id FROM jobs_jobdependency e
+ WHERE e.tenant_id = %(tenant)s AND e.child_id = ANY(%(ids)s::uuid[])
+   AND e.parent_id = ANY(%(ids)s::uuid[])
 """
 
 
@@ -92,25 +110,15 @@ def job_graph(
     # Ancestors are kept before descendants when cutting: they decide whether the job runs.
     kept = ordered[:budget]
     ids = [job.id, *kept]
-    states = (
-        Subquery(
-            JobRun.objects.filter(job=OuterRef("pk")).order_by("-scheduled_for").values("state")[:1]
-        )
-        if last_states
-        else None
-    )
-    rows = Job.objects.filter(tenant_id=job.tenant_id, id__in=ids)
-    if states is not None:
-        rows = rows.annotate(last_state=states)
+    params: dict[str, Any] = {"tenant": job.tenant_id, "ids": ids}
+    # Only the columns the graph shows (the rest load on access); the ids go as one array
+    # parameter, which plans in a fraction of the time of an IN list of 500 literals.
+    rows = Job.objects.raw(_JOBS_SQL if last_states else _JOBS_SQL_NO_STATE, params)
     by_id = {row.id: row for row in rows}
     jobs = [by_id[i] for i in ids if i in by_id]
-    present = list(by_id)
-    edges = sorted(
-        JobDependency.objects.filter(
-            tenant_id=job.tenant_id, parent_id__in=present, child_id__in=present
-        ).values_list("parent_id", "child_id"),
-        key=lambda e: (str(e[0]), str(e[1])),
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_EDGES_SQL, params)
+        edges = sorted(cursor.fetchall(), key=lambda e: (str(e[0]), str(e[1])))
     kept_set = set(kept)
     return JobGraph(
         job=by_id.get(job.id, job),
