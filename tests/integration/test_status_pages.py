@@ -338,3 +338,24 @@ def test_runs_are_read_by_job_once_the_history_outweighs_the_jobs() -> None:
         )
         cursor.execute("ANALYZE jobs_jobrun")
     assert run_window.by_job_is_cheaper()
+
+
+def test_a_panel_whose_query_runs_too_long_says_so_and_the_page_still_renders(
+    superuser: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobs.status import overview_data
+
+    def slow(window: overview_data.Window, *, tenant_id: int | None) -> object:
+        return overview_data._rows("SELECT pg_sleep(5)", [])
+
+    monkeypatch.setattr(overview_data, "STATEMENT_TIMEOUT_MS", 50)
+    monkeypatch.setattr(overview_data, "firings_and_lateness", slow)
+    job = job_factory()
+    _finished_run(job, due=read_database_clock() - timedelta(minutes=2), state=RunState.DEAD)
+    response = superuser.get(reverse("status:overview"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert _points(body, "firings") == 0
+    assert "Unavailable: the query failed or took too long" in body
+    # The other panels, read after the cancelled statement, are there.
+    assert reverse("status:run", args=[JobRun.objects.get(job=job).pk]) in body
