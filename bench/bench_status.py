@@ -163,7 +163,8 @@ def statements(tenant_id: int | None, *, by_job: bool) -> None:
 
     reads = {
         "firings and lag per minute": data.firings_and_lateness,
-        "runs by state and retries (24 h)": data.day_figures,
+        "runs by state (1 h, 24 h)": data.runs_by_state,
+        "retries per minute": data.retries_per_minute,
         "dead letters per minute": data.dead_letters_per_minute,
         "latest failures": data.latest_failures,
     }

@@ -112,46 +112,41 @@ def firings_and_lateness(window: Window, *, tenant_id: int | None) -> dict[datet
     }
 
 
-@dataclass(frozen=True)
-class DayFigures:
-    # (state, runs due in the last hour, runs due in the last 24 hours), in state order.
-    states: list[tuple[str, int, int]]
-    # Attempts after the first queued in each minute of the last hour.
-    retries: dict[datetime, int]
-
-
-def day_figures(window: Window, *, tenant_id: int | None) -> DayFigures:
-    """Runs by state, and retries per minute, from one read of the runs due in 24 hours.
-
-    The retries counted are those of runs due in the last 24 hours. Their attempts are found
-    through the attempts' run_id index from the window's retried runs (materialized: left to
-    itself the planner scans every attempt ever made, bench/bench_status.py)."""
+def runs_by_state(window: Window, *, tenant_id: int | None) -> list[tuple[str, int, int]]:
+    """(state, runs due in the last hour, runs due in the last 24 hours), in state order."""
     runs = runs_due(since=window.now - DAY, until=window.now, tenant_id=tenant_id)
     rows = _rows(
         f"""
-        WITH day AS MATERIALIZED (SELECT r.id, r.state, r.scheduled_for, r.attempt
-                                    FROM {runs.sql} r),
-             states AS (SELECT state, count(*) FILTER (WHERE scheduled_for >= %s) AS hour,
-                               count(*) AS day
-                          FROM day GROUP BY state),
-             retries AS (SELECT date_bin('1 minute', a.queued_at, %s) AS minute, count(*) AS n
-                           FROM day r
-                           JOIN LATERAL (SELECT queued_at FROM jobs_runattempt
-                                          WHERE run_id = r.id AND attempt >= 2
-                                            AND queued_at >= %s AND queued_at <= %s) a ON true
-                          WHERE r.attempt >= 2
-                          GROUP BY 1)
-        SELECT state, NULL::timestamptz, hour, day FROM states
-        UNION ALL
-        SELECT NULL, minute, n, NULL FROM retries
+        SELECT r.state, count(*) FILTER (WHERE r.scheduled_for >= %s), count(*)
+          FROM {runs.sql} r
+         GROUP BY r.state
         """,
-        [*runs.params, window.now - HOUR, window.start, window.start, window.now],
+        [window.now - HOUR, *runs.params],
     )
-    counts = {state: (int(hour), int(day)) for state, _, hour, day in rows if state is not None}
-    return DayFigures(
-        states=[(state, *counts[state]) for state in RunState.values if state in counts],
-        retries={minute: int(n) for state, minute, n, _ in rows if state is None},
+    counts = {state: (int(hour), int(day)) for state, hour, day in rows}
+    return [(state, *counts[state]) for state in RunState.values if state in counts]
+
+
+def retries_per_minute(window: Window, *, tenant_id: int | None) -> dict[datetime, int]:
+    """Attempts after the first queued in each minute, of runs due in the last 24 hours.
+
+    The retried runs of the window are found first (materialized: left to itself the planner
+    scans every attempt ever made, bench/bench_status.py), then their attempts through the
+    attempts' run_id index."""
+    runs = runs_due(since=window.now - DAY, until=window.now, tenant_id=tenant_id)
+    rows = _rows(
+        f"""
+        WITH retried AS MATERIALIZED (SELECT r.id FROM {runs.sql} r WHERE r.attempt >= 2)
+        SELECT date_bin('1 minute', a.queued_at, %s), count(*)
+          FROM retried r
+          JOIN LATERAL (SELECT queued_at FROM jobs_runattempt
+                         WHERE run_id = r.id AND attempt >= 2
+                           AND queued_at >= %s AND queued_at <= %s) a ON true
+         GROUP BY 1
+        """,
+        [*runs.params, window.start, window.start, window.now],
     )
+    return {minute: int(count) for minute, count in rows}
 
 
 def dead_letters_per_minute(window: Window, *, tenant_id: int | None) -> dict[datetime, int]:

@@ -53,15 +53,15 @@ def overview(request: HttpRequest, scope: Scope) -> HttpResponse:
     window = data.Window.ending(read_database_clock())
     tenant_id = scope.tenant_id
     figures = data.bounded(lambda: data.firings_and_lateness(window, tenant_id=tenant_id))
-    day = data.bounded(lambda: data.day_figures(window, tenant_id=tenant_id))
+    retries = data.bounded(lambda: data.retries_per_minute(window, tenant_id=tenant_id))
     dead = data.bounded(lambda: data.dead_letters_per_minute(window, tenant_id=tenant_id))
     context: dict[str, Any] = {
         "window": window,
         "firings_chart": charts.firings_chart(window, figures),
         "publish_lag_chart": charts.lag_chart(window, figures, kind="publish"),
         "start_lag_chart": charts.lag_chart(window, figures, kind="start"),
-        "retries_chart": charts.retries_chart(window, day.retries if day else None, dead),
-        "states": day.states if day else None,
+        "retries_chart": charts.retries_chart(window, retries, dead),
+        "states": data.bounded(lambda: data.runs_by_state(window, tenant_id=tenant_id)),
         "failures": data.bounded(lambda: data.latest_failures(window, tenant_id=tenant_id)),
         "show_engine": scope.can_choose,
     }
