@@ -237,3 +237,61 @@ def test_deliveries_and_alerts_past_the_retention_are_purged(
     assert deleted["jobs_notificationdelivery"] == 1
     assert deleted["jobs_latenessalert"] == 1
     assert list(NotificationDelivery.objects.values_list("id", flat=True)) == [new.id]
+
+
+def test_a_hanging_receiver_holds_neither_the_worker_nor_the_engines_tick(
+    webhook_receiver: WebhookReceiver, redis_client: redis.Redis
+) -> None:
+    tenant = tenant_factory()
+    _hook(webhook_receiver, tenant, "/hang", ["dead_letter"])
+    _dead_letter(tenant)  # returns although the receiver would hang: nothing is sent here
+    clock = FakeClock(NOW)
+    engine = make_engine(clock)
+    try:
+        engine.tick()  # wakes the delivery thread, which is then stuck in the receiver
+        wait_until(webhook_receiver.entered.is_set, timeout_s=20, what="the delivery")
+        for _ in range(3):  # ticks go on meanwhile; if one waited for the receiver, it hangs
+            clock.advance(timedelta(seconds=2))
+            engine.tick()
+        assert NotificationDelivery.objects.get().state == DeliveryState.PENDING
+    finally:
+        webhook_receiver.release.set()
+        engine.shutdown()
+    wait_until(
+        lambda: NotificationDelivery.objects.get().state == DeliveryState.DELIVERED,
+        timeout_s=20,
+        what="the delivery to finish once the receiver answers",
+    )
+
+
+def test_two_nodes_sending_at_once_deliver_each_notification_once(
+    webhook_receiver: WebhookReceiver,
+) -> None:
+    import threading
+
+    from django.db import connection
+
+    tenant = tenant_factory()
+    _hook(webhook_receiver, tenant, "/race", ["dead_letter"])
+    for _ in range(10):
+        _dead_letter(tenant)
+    barrier = threading.Barrier(2)
+    taken: list[int] = []
+
+    def node() -> None:
+        try:
+            barrier.wait()
+            taken.append(deliver_due(now=NOW, limit=20))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=node) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sum(taken) == 10
+    assert len(webhook_receiver.to("/race")) == 10
+    ids = {r.headers["X-Scheduler-Delivery"] for r in webhook_receiver.to("/race")}
+    assert len(ids) == 10
+    assert set(NotificationDelivery.objects.values_list("state", flat=True)) == {"delivered"}

@@ -25,6 +25,9 @@ class WebhookReceiver:
     received: list[Received] = field(default_factory=list)
     # path -> statuses to answer, first first; 200 once they are used up.
     script: dict[str, list[int]] = field(default_factory=dict)
+    # Requests to /hang wait for this (at most 30 s), to stand for a receiver that hangs.
+    release: threading.Event = field(default_factory=threading.Event)
+    entered: threading.Event = field(default_factory=threading.Event)
 
     @property
     def port(self) -> int:
@@ -43,6 +46,9 @@ def _handler(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
             receiver.received.append(Received(self.path, dict(self.headers.items()), body))
+            if self.path == "/hang":
+                receiver.entered.set()
+                receiver.release.wait(30)
             statuses = receiver.script.get(self.path) or []
             code = statuses.pop(0) if statuses else 200
             self.send_response(code)
@@ -69,5 +75,6 @@ def webhook_receiver_fixture(monkeypatch: pytest.MonkeyPatch) -> Iterator[Webhoo
     thread.start()
     monkeypatch.setitem(settings.SCHEDULER, "HTTP_ALLOWLIST", [f"127.0.0.1:{receiver.port}"])
     yield receiver
+    receiver.release.set()
     server.shutdown()
     server.server_close()
