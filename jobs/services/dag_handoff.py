@@ -115,18 +115,24 @@ BEGIN
         SELECT format('upstream failed: run %s of job %s (%s) for %s ended %s',
                       NEW.id, j.name, j.id, t, NEW.state)
           INTO reason FROM jobs_job j WHERE j.id = NEW.job_id;
-        WITH ids AS (SELECT x.job_id, gen_random_uuid() AS id FROM unnest(doomed) AS x(job_id))
+        -- Ids drawn first, so that each run can list its parents' runs for T that this same
+        -- statement writes; joined, not looked up per run (a CTE has no index).
+        WITH ids AS (SELECT x.job_id, gen_random_uuid() AS id FROM unnest(doomed) AS x(job_id)),
+        ups AS (
+            SELECT d.child_id,
+                   array_agg(COALESCE(r.id, p.id) ORDER BY COALESCE(r.id, p.id))
+                       FILTER (WHERE COALESCE(r.id, p.id) IS NOT NULL) AS ids
+              FROM ids c JOIN jobs_jobdependency d ON d.child_id = c.job_id
+              LEFT JOIN jobs_jobrun r ON r.job_id = d.parent_id AND r.scheduled_for = t
+              LEFT JOIN ids p ON p.job_id = d.parent_id
+             GROUP BY d.child_id
+        )
         INSERT INTO jobs_jobrun ({_RUN_COLUMNS})
         SELECT ids.id, j.id, j.tenant_id, j.partition, t, '{RunTrigger.UPSTREAM.value}',
                '{RunState.UPSTREAM_FAILED.value}', NULL, 0, 0, {dedup_key_sql("j.id", "t")},
-               at_, reason, at_, '', false, 0,
-               ARRAY(SELECT COALESCE(r.id, p.id)
-                       FROM jobs_jobdependency d
-                       LEFT JOIN jobs_jobrun r ON r.job_id = d.parent_id AND r.scheduled_for = t
-                       LEFT JOIN ids p ON p.job_id = d.parent_id
-                      WHERE d.child_id = j.id AND COALESCE(r.id, p.id) IS NOT NULL
-                      ORDER BY 1)
+               at_, reason, at_, '', false, 0, COALESCE(ups.ids, '{{}}')
           FROM ids JOIN jobs_job j ON j.id = ids.job_id
+          LEFT JOIN ups ON ups.child_id = ids.job_id
         ON CONFLICT (job_id, scheduled_for) DO NOTHING;
     END IF;
     INSERT INTO jobs_jobrun ({_RUN_COLUMNS})
