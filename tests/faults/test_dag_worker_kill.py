@@ -66,10 +66,11 @@ def test_worker_killed_right_after_the_parents_success_commit_still_runs_the_chi
     try:
         doomed.start()
         t = job_trigger_now(job_id=jobs["a"].id, now=_now()).scheduled_for
-        assert doomed.process is not None
-        wait_until(lambda: doomed.process.poll() is not None, timeout_s=30,
+        process = doomed.process
+        assert process is not None
+        wait_until(lambda: process.poll() is not None, timeout_s=30,
                    what="the worker to kill itself after the parent's outcome")  # fmt: skip
-        assert doomed.process.returncode == -9, doomed.log_tail()
+        assert process.returncode == -9, doomed.log_tail()
         # Committed with the parent's success, before any wake-up or ack: nothing ran it yet.
         assert the_run(jobs["a"], t).state == RunState.SUCCEEDED
         child = the_run(jobs["b"], t)

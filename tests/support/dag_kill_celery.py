@@ -27,7 +27,7 @@ def _kill_after_handoff(**_: Any) -> None:
             os.killpg(os.getpgrp(), signal.SIGKILL)
         original(partitions)
 
-    dag_handoff.wake_children = killed  # type: ignore[assignment]
+    dag_handoff.wake_children = killed
 
 
 def main() -> None:
