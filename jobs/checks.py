@@ -82,3 +82,20 @@ def check_partition_layout(
     if problem is None:
         return []
     return [Error(problem, id="jobs.E006")]
+
+
+@register(Tags.database)
+def check_dag_handoff(app_configs: Any, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """`manage.py check --database default`: the hand-off trigger this code relies on is the one
+    installed (jobs/services/dag_handoff.py)."""
+    if not databases:
+        return []
+    from django.db import DatabaseError
+
+    from jobs.services.dag_handoff import handoff_problem
+
+    try:
+        problem = handoff_problem()
+    except DatabaseError:
+        return []  # not migrated yet, or unreachable: other checks and commands say so
+    return [] if problem is None else [Error(problem, id="jobs.E007")]

@@ -248,3 +248,36 @@ def refuse_standalone_run(job: Job, *, verb: str) -> None:
         f"{verb}ed on its own; {verb} its root job instead: "
         f"{listed or 'none'}. To run it again for one logical time, replay that run."
     )
+
+
+_INSTALLED_SQL = """
+SELECT (SELECT prosrc FROM pg_proc WHERE proname = 'jobs_run_handoff'),
+       (SELECT count(*) FROM pg_trigger
+         WHERE tgrelid = 'jobs_jobrun'::regclass AND tgenabled <> 'D'
+           AND tgname IN ('jobs_run_handoff_insert', 'jobs_run_handoff_update'))
+"""
+
+
+def handoff_problem() -> str | None:
+    """Why this database would not hand off as this code says, or None: the function missing
+    or another version of it (a database migrated by other code), or a trigger missing or
+    disabled. `manage.py check --database default` reports it (jobs.E007)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_INSTALLED_SQL)
+        row = cursor.fetchone()
+    source, triggers = (row[0], row[1]) if row else (None, 0)
+    if source == HANDOFF_FUNCTION_SQL.split("$handoff$")[1] and triggers == 2:
+        return None
+    what = "missing" if source is None else "another version" if triggers == 2 else "not enabled"
+    return (
+        f"the DAG hand-off trigger on jobs_jobrun is {what}: dependent jobs would never run. "
+        'Install it: python manage.py shell -c "from jobs.services.dag_handoff import install; '
+        'install()"'
+    )
+
+
+def install() -> None:
+    """(Re)install the hand-off function and its triggers; idempotent (migration 0005 runs the
+    same SQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute(INSTALL_SQL)

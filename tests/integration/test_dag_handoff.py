@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from beat_engine.clock import SystemClock
 from beat_engine.notifications import ChangeFeed
 from jobs.models import JobRun, RunTrigger
-from jobs.services import runs
+from jobs.services import dag_handoff, runs
 from jobs.services.dead_letters import dead_letter_replay
 from jobs.states import RunState
 from tests.support.beat_nodes import make_engine
@@ -232,3 +232,19 @@ def test_parents_outcome_wakes_the_child_partitions_owner_to_queue_it_at_once(
         assert the_run(jobs["b"], now).attempt == 1
     finally:
         engine.shutdown()
+
+
+def test_check_reports_a_missing_trigger_until_it_is_installed() -> None:
+    from django.core.checks import run_checks
+
+    def errors() -> list[str]:
+        return [m.id for m in run_checks(databases=["default"]) if m.id == "jobs.E007"]
+
+    assert errors() == []
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TRIGGER jobs_run_handoff_update ON jobs_jobrun")
+    try:
+        assert errors() == ["jobs.E007"]
+    finally:
+        dag_handoff.install()
+    assert errors() == []
