@@ -13,7 +13,7 @@ from django.db import transaction
 from jobs.decorators import ScheduleDeclaration
 from jobs.models import Job, JobSource, JobStatus, Tenant
 from jobs.services.declared_dag import parents_first
-from jobs.services.dependencies import parents_by_name
+from jobs.services.dependencies import lock_tenant_dag, parents_by_name
 from jobs.services.jobs import job_create, job_input_from, job_pause, job_resume, job_update
 
 # Marks jobs this sync paused, so a re-declared schedule is resumed but an operator's pause is not.
@@ -86,6 +86,9 @@ def schedules_sync(
     missing: the operator named it explicitly, and code is the source of truth for these jobs.
     """
     tenant, created = Tenant.objects.get_or_create(name=tenant_name, defaults={"created_at": now})
+    # One transaction that pauses, resumes and updates many jobs: the tenant's DAG lock first,
+    # before the first of their rows (one lock order, docs/architecture.md, Invariants).
+    lock_tenant_dag(tenant.id)
     report = SyncReport(tenant_created=created)
     live = {
         job.name: job
