@@ -66,9 +66,9 @@ _RUN_COLUMNS = (
     "upstream_run_ids"
 )
 
-# The function the triggers call. Kept here, beside what it means; migration 0005 installs it
-# (CREATE OR REPLACE), and tests/integration/test_dag_handoff.py checks that the installed body
-# is this one, so a change here without a migration fails the build.
+# The function the triggers call, kept here beside what it means. Migration 0005 installs it
+# (CREATE OR REPLACE); the check jobs.E007 (handoff_problem below) reports a database whose
+# installed body is not this one, so a change here ships with a migration that runs INSTALL_SQL.
 HANDOFF_FUNCTION_SQL = f"""
 CREATE OR REPLACE FUNCTION jobs_run_handoff() RETURNS trigger
 LANGUAGE plpgsql VOLATILE AS $handoff$
