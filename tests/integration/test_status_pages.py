@@ -143,6 +143,10 @@ def test_superuser_sees_every_tenant_and_may_narrow_to_one(
     narrowed = superuser.get(reverse("status:overview") + f"?tenant={first.pk}").content.decode()
     assert "failure of acme-ops" in narrowed
     assert "failure of globex-ops" not in narrowed
+    # Both runs fired in the same minute: two for all tenants, one for the chosen tenant.
+    minute = (now - timedelta(minutes=5)).replace(second=0, microsecond=0)
+    assert f"firings/s at {minute:%H:%M}: 0.0333/s" in body
+    assert f"firings/s at {minute:%H:%M}: 0.0167/s" in narrowed
     assert superuser.get(reverse("status:overview") + "?tenant=999999").status_code == 404
 
 
