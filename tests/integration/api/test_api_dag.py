@@ -225,3 +225,18 @@ def test_runs_carry_logical_time_and_upstream_run_ids(alice: ApiClient) -> None:
         assert body["trigger"] == RunTrigger.UPSTREAM
     root_runs = alice.get(f"/v1/jobs/{root['job_id']}/runs").json()["results"]
     assert root_runs[0]["upstream_run_ids"] == []
+
+
+def test_a_bulk_response_reads_every_jobs_parents_in_one_query(alice: ApiClient) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    items = [job_body(name=f"bulk-{i}") for i in range(30)]
+
+    with CaptureQueriesContext(connection) as queries:
+        response = alice.post("/v1/jobs/bulk", {"jobs": items})
+
+    assert response.status_code == 201, response.content
+    assert all(job["depends_on"] == [] for job in response.json())
+    edge_reads = [q["sql"] for q in queries.captured_queries if "jobs_jobdependency" in q["sql"]]
+    assert len(edge_reads) == 1, edge_reads
