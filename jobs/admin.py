@@ -324,6 +324,8 @@ class JobAdmin(JobDependenciesAdminMixin, TenantScopedAdmin):
             return job.cron_expression
         if job.kind == "interval":
             return f"every {job.interval_seconds}s"
+        if job.kind == "dependent":
+            return "after its parents"
         return f"at {job.run_at:%Y-%m-%d %H:%M:%S%z}" if job.run_at else "-"
 
     @admin.display(description="target")

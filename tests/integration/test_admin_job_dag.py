@@ -140,3 +140,14 @@ def test_cancel_refuses_a_parent_with_live_children_unless_cascading(
     parent.refresh_from_db()
     child.refresh_from_db()
     assert (parent.status, child.status) == (JobStatus.CANCELLED, JobStatus.CANCELLED)
+
+
+def test_job_list_says_a_dependent_job_runs_after_its_parents(
+    client: Client, tenant: Tenant
+) -> None:
+    job_factory(tenant, name="extract")
+    client.post(ADD, dependent(tenant, "extract"))
+
+    listing = client.get(reverse("admin:jobs_job_changelist")).content.decode()
+
+    assert "after its parents" in listing
