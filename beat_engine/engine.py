@@ -29,7 +29,7 @@ from beat_engine.publisher import Publisher, QueuedRun, Rendered
 from beat_engine.quotas import TenantAllowances
 from beat_engine.sweep import sweep_lost_publishes
 from beat_engine.timers import fire_timers
-from beat_engine.webhook_sender import WebhookSender, check_lateness
+from beat_engine.webhook_sender import WebhookSender
 from jobs.services.reasons import reasons_purge
 
 logger = logging.getLogger("beat_engine")
@@ -432,7 +432,9 @@ class BeatEngine:
         # holder of partition 0; two holders during a handover record one alert per window all
         # the same (its unique key).
         if mono >= self._next_lateness_mono and 0 in self.leases:
-            check_lateness(self.clock, self.config.node_id)
+            # Done on the delivery thread: the check reads a window of runs, too long a
+            # wait for the tick.
+            self._webhooks.request_lateness_check()
             self._next_lateness_mono = mono + _LATENESS_CHECK_S
         self._webhooks.poll()
 

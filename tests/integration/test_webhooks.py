@@ -295,3 +295,29 @@ def test_two_nodes_sending_at_once_deliver_each_notification_once(
     ids = {r.headers["X-Scheduler-Delivery"] for r in webhook_receiver.to("/race")}
     assert len(ids) == 10
     assert set(NotificationDelivery.objects.values_list("state", flat=True)) == {"delivered"}
+
+
+def test_the_node_holding_partition_0_checks_lateness_every_minute_and_notifies(
+    webhook_receiver: WebhookReceiver, redis_client: redis.Redis
+) -> None:
+    tenant = tenant_factory()
+    _hook(webhook_receiver, tenant, "/late-engine", ["sustained_lateness"])
+    for _ in range(12):
+        job_factory(tenant, interval=timedelta(hours=1))
+    clock = FakeClock(T0 + timedelta(hours=1, seconds=3))  # every firing published 3 s late
+    engine = make_engine(clock)
+    try:
+        engine.tick()
+        assert 0 in engine.leases
+        assert not LatenessAlert.objects.exists(), "the first check comes a minute in"
+        clock.advance(timedelta(seconds=61))
+        engine.tick()
+        wait_until(lambda: len(webhook_receiver.to("/late-engine")) == 1, timeout_s=20,
+                   what="the lateness notification")  # fmt: skip
+        clock.advance(timedelta(seconds=61))  # the same 5-minute window: checked, not sent
+        engine.tick()
+        wait_until(lambda: engine._webhooks.wait_idle(0), timeout_s=20, what="the check")
+    finally:
+        engine.shutdown()
+    assert LatenessAlert.objects.count() == 1
+    assert len(webhook_receiver.to("/late-engine")) == 1
