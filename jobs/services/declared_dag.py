@@ -28,7 +28,8 @@ def _cycle(waiting: dict[str, set[str]], start: str) -> list[str]:
         seen[node] = len(path)
         path.append(node)
         node = min(waiting[node])
-    return [*path[seen[node] :], node]
+    # Followed from child to parent; told from parent to child, as the edges run.
+    return [node, *reversed(path[seen[node] :])]
 
 
 def parents_first(declarations: Sequence[ScheduleDeclaration]) -> list[ScheduleDeclaration]:
@@ -54,6 +55,8 @@ def parents_first(declarations: Sequence[ScheduleDeclaration]) -> list[ScheduleD
         stuck = min(name for name, parents in waiting.items() if parents)
         cycle = _cycle(waiting, stuck)
         raise InvalidInput(
-            FIELD, "the @scheduled(after=...) declarations form a cycle: " + " -> ".join(cycle)
+            FIELD,
+            "the @scheduled(after=...) declarations form a cycle (parent -> child): "
+            + " -> ".join(cycle),
         )
     return ordered

@@ -99,7 +99,7 @@ def test_a_cycle_among_declarations_fails_the_command_and_changes_nothing(
                                   _root("d")]}  # fmt: skip
     monkeypatch.setattr(declared_schedules, "by_name", cyclic)
 
-    with pytest.raises(CommandError, match=r"cycle: a -> c -> b -> a"):
+    with pytest.raises(CommandError, match=r"cycle \(parent -> child\): a -> b -> c -> a"):
         call_command("sync_schedules", "--tenant", "team-dag", stdout=StringIO(),
                      stderr=StringIO())  # fmt: skip
 
