@@ -10,10 +10,11 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from beat_engine.db_clock import read_database_clock
+from jobs.job_figures import job_figures
 from jobs.models import Job, JobRun
 from jobs.status import charts
 from jobs.status.access import Scope, job_or_404, render_page, status_view
-from jobs.status.job_data import next_firings, recent_runs
+from jobs.status.job_data import RECENT_RUNS, next_firings, recent_runs
 from jobs.status.svg_charts import Mark
 
 
@@ -52,8 +53,8 @@ def _mark(run: JobRun, scope: Scope) -> Mark:
 def job_detail(request: HttpRequest, scope: Scope, job_id: uuid.UUID) -> HttpResponse:
     job = job_or_404(scope, job_id)
     now = read_database_clock()
-    recent = recent_runs(job)
-    oldest_first = list(reversed(recent.runs))
+    runs = recent_runs(job)
+    oldest_first = list(reversed(runs))
     publish = [
         (run.scheduled_for, run.lateness.total_seconds())
         for run in oldest_first
@@ -68,10 +69,11 @@ def job_detail(request: HttpRequest, scope: Scope, job_id: uuid.UUID) -> HttpRes
         "job": job,
         "now": now,
         "firings": next_firings(job, now=now),
-        "recent": recent,
+        "runs": runs,
+        "figures": job_figures(job_id=job.pk, window=RECENT_RUNS),
         "timeline": charts.run_timeline(
             [_mark(run, scope) for run in oldest_first],
-            title=f"Last {len(recent.runs)} runs by due time (dot: state; ticks: extra attempts)",
+            title=f"Last {len(runs)} runs by due time (dot: state; ticks: extra attempts)",
         ),
         "lateness_chart": charts.job_lateness_chart(publish, start),
         "dag": _dag(job, scope),

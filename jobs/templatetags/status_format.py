@@ -29,6 +29,12 @@ def duration(value: timedelta | None) -> str:
 
 
 @register.filter
+def secs(value: float | None) -> str:
+    """A number of seconds, spelled as ``duration`` spells it."""
+    return duration(None if value is None else timedelta(seconds=value))
+
+
+@register.filter
 def utc(value: datetime | None) -> str:
     """2026-01-01 12:00:00.123 UTC, to the millisecond: attempts are often milliseconds apart."""
     if value is None:
