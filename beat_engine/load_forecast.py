@@ -16,15 +16,18 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from beat_engine.schedules import ScheduleKind, ScheduleSpec, count_fires, iter_fires
+from beat_engine.schedules import ScheduleKind, ScheduleSpec, last_fires
 
 MINUTE = timedelta(minutes=1)
 _MICROSECOND = timedelta(microseconds=1)
+_MINUTE_US = 60_000_000
+# No limit on how many firings last_fires returns: the horizon bounds them.
+_ALL = 1 << 62
 OTHER_TENANTS = "other"
 
 # An interval at least this long fires at most once per bucket: list its firings one by one.
-# Shorter ones are counted per bucket (count_fires is arithmetic for intervals), so a 1-second
-# interval costs one count per minute, not 86,400 iterations.
+# Shorter ones are counted per bucket (arithmetic), so a 1-second interval costs one count per
+# minute, not 86,400 iterations.
 _LIST_FIRES_FROM = MINUTE
 
 
@@ -170,46 +173,73 @@ def _peaks(
 def _unit_histogram(
     spec: ScheduleSpec, jitter: timedelta, *, now: datetime, start: datetime, end: datetime
 ) -> dict[int, float]:
-    """Firings of one job in each bucket (sparse: bucket index -> firings)."""
+    """Firings of one job in each bucket (sparse: bucket index -> firings).
+
+    Instants are integer microseconds from ``start``: this runs once per distinct schedule,
+    possibly tens of thousands of times for one page.
+    """
     histogram: dict[int, float] = defaultdict(float)
-    # Firings in (now, end): the last instant counted is one microsecond before the end.
-    last = end - _MICROSECOND
-    interval = spec.interval if spec.kind == ScheduleKind.INTERVAL else None
-    if interval is not None and interval < _LIST_FIRES_FROM:
-        for index in range(int((end - start) // MINUTE)):
-            bucket = start + index * MINUTE
-            low, high = max(now, bucket - _MICROSECOND), min(last, bucket + MINUTE - _MICROSECOND)
-            fires = count_fires(spec, low, high) if high > low else 0
-            if fires:
-                # Counted at the bucket's start, then spread by the jitter.
-                _spread_instant(histogram, bucket, jitter, start, end, weight=fires)
+    end_us = (end - start) // _MICROSECOND
+    jitter_us = max(0, jitter // _MICROSECOND)
+    now_us = (now - start) // _MICROSECOND
+    if spec.kind == ScheduleKind.INTERVAL and spec.interval is not None and spec.anchor:
+        interval_us = spec.interval // _MICROSECOND
+        anchor_us = (spec.anchor - start) // _MICROSECOND
+        if spec.interval < _LIST_FIRES_FROM:
+            _count_short_interval(histogram, anchor_us, interval_us, now_us, end_us, jitter_us)
+        else:
+            # The first firing strictly after now, then every interval: anchor + k * interval.
+            k = 0 if now_us < anchor_us else (now_us - anchor_us) // interval_us + 1
+            for offset in range(anchor_us + k * interval_us, end_us, interval_us):
+                _spread(histogram, offset, jitter_us, end_us, 1.0)
         return dict(histogram)
-    for fire in iter_fires(spec, now, until=last):
-        _spread_instant(histogram, fire, jitter, start, end, weight=1.0)
+    # Cron (in the job's zone) and one-off: every firing in (now, end), from the engine's own
+    # evaluator, which walks the matching days and bisects each day's times.
+    for fire in last_fires(spec, now, end - _MICROSECOND, _ALL):
+        _spread(histogram, (fire - start) // _MICROSECOND, jitter_us, end_us, 1.0)
     return dict(histogram)
 
 
-def _spread_instant(
+def _count_short_interval(
     histogram: dict[int, float],
-    fire: datetime,
-    jitter: timedelta,
-    start: datetime,
-    end: datetime,
-    *,
-    weight: float,
+    anchor_us: int,
+    interval_us: int,
+    now_us: int,
+    end_us: int,
+    jitter_us: int,
 ) -> None:
-    """Add ``weight`` firings dispatched uniformly over [fire, fire + jitter); none past ``end``."""
-    if jitter <= timedelta(0):
-        if start <= fire < end:
-            histogram[int((fire - start) // MINUTE)] += weight
+    """Several firings a minute: count each bucket's firings, then spread them as one weight."""
+
+    def before(t: int) -> int:
+        # Firings anchor + k * interval (k >= 0) strictly before t.
+        return 0 if t <= anchor_us else -((anchor_us - t) // interval_us)
+
+    for index in range(end_us // _MINUTE_US):
+        low = max(index * _MINUTE_US, now_us + 1)
+        high = (index + 1) * _MINUTE_US
+        fires = before(high) - before(low) if high > low else 0
+        if fires:
+            _spread(histogram, index * _MINUTE_US, jitter_us, end_us, float(fires))
+
+
+def _spread(
+    histogram: dict[int, float], offset: int, jitter_us: int, end_us: int, weight: float
+) -> None:
+    """Add ``weight`` firings dispatched uniformly over [offset, offset + jitter); none past
+    ``end_us``."""
+    if jitter_us <= 0:
+        if 0 <= offset < end_us:
+            histogram[offset // _MINUTE_US] += weight
         return
-    window = jitter / _MICROSECOND
-    low, high = max(fire, start), min(fire + jitter, end)
+    low, high = max(offset, 0), min(offset + jitter_us, end_us)
     if high <= low:
         return
-    first = int((low - start) // MINUTE)
-    last = int((high - start - _MICROSECOND) // MINUTE)
-    for index in range(first, last + 1):
-        bucket_low = max(low, start + index * MINUTE)
-        bucket_high = min(high, start + (index + 1) * MINUTE)
-        histogram[index] += weight * ((bucket_high - bucket_low) / _MICROSECOND) / window
+    first, last = low // _MINUTE_US, (high - 1) // _MINUTE_US
+    if first == last:
+        histogram[first] += weight * (high - low) / jitter_us
+        return
+    histogram[first] += weight * ((first + 1) * _MINUTE_US - low) / jitter_us
+    middle = weight * _MINUTE_US / jitter_us
+    for index in range(first + 1, last):
+        histogram[index] += middle
+    histogram[last] += weight * (high - last * _MINUTE_US) / jitter_us

@@ -25,6 +25,7 @@ _SECOND = timedelta(seconds=1)
 # An interval job's phase: its anchor modulo its interval, in whole seconds.
 _PHASE_SQL = "floor(extract(epoch FROM anchor_at))::bigint %% interval_seconds"
 
+# Only a cron job's zone changes its instants: intervals and one-offs are grouped across zones.
 # Only jobs with a schedule of their own: a dependent job fires when its parents finish.
 # The phase is only meaningful for an anchor already passed; a later anchor is its own group,
 # since the job does not fire before it. One-off jobs are grouped by their instant (to the
@@ -32,7 +33,7 @@ _PHASE_SQL = "floor(extract(epoch FROM anchor_at))::bigint %% interval_seconds"
 _GROUPS_SQL = """
 SELECT kind,
        cron_expression,
-       timezone,
+       CASE WHEN kind = %(cron)s THEN timezone ELSE 'UTC' END,
        interval_seconds,
        CASE WHEN kind = %(interval)s AND anchor_at <= %(now)s
             THEN ({phase}) END AS phase,
@@ -146,10 +147,9 @@ def example_jobs(key: GroupKey, *, limit: int = 3) -> list[Job]:
         status=JobStatus.ACTIVE,
         kind=key.kind,
         jitter_window=key.jitter_window,
-        timezone=key.timezone,
     )
     if key.kind == JobKind.CRON:
-        jobs = jobs.filter(cron_expression=key.cron_expression)
+        jobs = jobs.filter(cron_expression=key.cron_expression, timezone=key.timezone)
     elif key.kind == JobKind.INTERVAL and key.phase is not None:
         jobs = jobs.annotate(phase=RawSQL(_PHASE_SQL, [])).filter(
             interval_seconds=key.interval_seconds, anchor_at__lte=key.as_of, phase=key.phase

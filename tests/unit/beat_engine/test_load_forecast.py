@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from beat_engine.load_forecast import OTHER_TENANTS, ScheduleGroup, forecast_load
-from beat_engine.schedules import ScheduleSpec, count_fires
+from beat_engine.schedules import ScheduleSpec, count_fires, iter_fires
 from tests.support.clock import FakeClock
 
 NOON = datetime(2026, 1, 14, 12, 0, tzinfo=UTC)
@@ -147,3 +147,29 @@ def test_peaks_name_the_schedules_that_make_them_up() -> None:
 def test_naive_now_is_refused() -> None:
     with pytest.raises(ValueError, match="aware"):
         forecast_load([], now=datetime(2026, 1, 1))  # noqa: DTZ001
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        ScheduleSpec.from_cron("*/7 3-20 * * 1-5", "America/New_York"),
+        ScheduleSpec.from_cron("30 1 * * *", "Europe/London"),
+        ScheduleSpec.from_cron("15 2 * * *", "Europe/Paris"),  # a DST-gap instant in spring
+        ScheduleSpec.every(timedelta(seconds=90), NOON - timedelta(seconds=7)),
+        ScheduleSpec.every(timedelta(seconds=13), NOON + timedelta(hours=5, seconds=3)),
+        ScheduleSpec.every(timedelta(hours=5), NOON + timedelta(minutes=1)),
+    ],
+)
+@pytest.mark.parametrize(
+    "now", [NOON + timedelta(seconds=41), datetime(2026, 3, 28, 22, tzinfo=UTC)]
+)
+def test_buckets_match_the_engines_own_firings_listed_one_by_one(
+    spec: ScheduleSpec, now: datetime
+) -> None:
+    group = ScheduleGroup(spec=spec, jitter=timedelta(0), tenant="a", count=1, label="x")
+    forecast = forecast_load([group], now=now)
+    expected = [0.0] * forecast.minutes
+    end = forecast.start + timedelta(days=1)
+    for fire in iter_fires(spec, now, until=end - timedelta(microseconds=1)):
+        expected[int((fire - forecast.start) // timedelta(minutes=1))] += 1
+    assert forecast.totals() == expected
