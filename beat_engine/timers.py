@@ -13,7 +13,7 @@ from django.db.backends.utils import CursorWrapper
 from beat_engine.errors import FencedOut
 from beat_engine.fencing import fence
 from beat_engine.publisher import QueuedRun
-from jobs.models import JobStatus
+from jobs.models import JobStatus, RunTrigger
 from jobs.services.notifications import DeadLetterFact, notify_dead_letters
 from jobs.states import TIMER_STATES, AttemptOutcome, RunState
 
@@ -27,11 +27,12 @@ WITH mine(partition, epoch) AS (SELECT * FROM unnest(%s::int[], %s::bigint[])),
 due AS (
     SELECT id FROM jobs_jobrun
      WHERE partition = ANY(%s::int[]) AND state = ANY(%s::text[]) AND due_at <= %s
-       -- Pause holds the job's runs not yet started (docs/dags.md, "Cancel and pause"):
-       -- they stay pending until the job is resumed; a retry of a started run goes on.
-       -- A scalar subquery, probed by primary key for each row visited: an EXISTS could be
-       -- planned as a hash of every paused job, a scan of the job table on every pass.
-       AND (state <> '{RunState.PENDING.value}'
+       -- Pause holds the runs the hand-off wrote for a job (docs/dags.md, "Cancel and
+       -- pause"): they stay pending until it is resumed. A retry of a started run, and a
+       -- firing claimed before the pause, go on. The job is read only for those runs, by a
+       -- scalar subquery probed by primary key per row: an EXISTS could be planned as a hash
+       -- of every paused job, a scan of the job table on every pass.
+       AND (state <> '{RunState.PENDING.value}' OR trigger <> '{RunTrigger.UPSTREAM.value}'
             OR (SELECT p.status FROM jobs_job p WHERE p.id = jobs_jobrun.job_id)
                <> '{JobStatus.PAUSED.value}')
      ORDER BY due_at, scheduled_for

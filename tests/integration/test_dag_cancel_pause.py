@@ -1,6 +1,6 @@
 """Cancel and pause in a DAG: a job with live dependents is not cancelled alone (409 naming
-them) unless cascade cancels everything below it; a paused job's runs not yet started wait as
-pending, the engine's timers pass them by, and resume releases them."""
+them) unless cascade cancels everything below it; the runs the hand-off writes for a paused
+job wait as pending, the engine's timers pass them by, and resume releases them."""
 
 from __future__ import annotations
 
@@ -135,14 +135,18 @@ def test_a_paused_jobs_runs_wait_pending_until_it_is_resumed() -> None:
         jobs["a"], scheduled_for=T0 - timedelta(hours=1), state=RunState.RETRY_WAIT, attempt=1,
         due_at=T0,
     )  # fmt: skip
+    # A firing the engine claimed ahead, before its job was paused, goes on as it always has.
+    solo = job_factory(name="solo", cron="0 * * * *")
+    claimed = run_factory(solo, scheduled_for=T0, due_at=T0)
+    job_pause(job_id=solo.id, now=T0)
     # The root's run for T succeeds: the hand-off writes a's and c's runs for T, pending.
     succeed(running(jobs["root"], scheduled_for=T0, now=T0), now=T0 + timedelta(seconds=1))
     held, other = the_run(jobs["a"], T0), the_run(jobs["c"], T0)
     assert (held.state, other.state) == (RunState.PENDING, RunState.PENDING)
 
-    queued = _fire(list(jobs.values()), now=NOW)
+    queued = _fire([*jobs.values(), solo], now=NOW)
 
-    assert queued == {retrying.id, other.id}
+    assert queued == {retrying.id, other.id, claimed.id}
     assert JobRun.objects.get(id=held.id).state == RunState.PENDING
     # b waits too: its parent's run for T has not finished, so the hand-off wrote nothing.
     assert run_for(jobs["b"], T0) is None
