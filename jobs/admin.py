@@ -271,6 +271,8 @@ class JobAdmin(JobDependenciesAdminMixin, TenantScopedAdmin):
     )
     actions = ("pause", "resume", "cancel", "cancel_with_dependents", "trigger_now")
     ordering = ("name",)
+    # No inlines: the form saves through the services while it is cleaned, so an inline
+    # formset's error, checked after that, could not undo the save.
     form = JobAdminForm
     # The editable definition, grouped as the API groups it; the form saves it through the
     # job services. Read-only fields (state, recent runs, and any other admin display added
