@@ -322,11 +322,88 @@ def bench_chain(length: int, reps: int) -> dict[str, Any]:
     return {"length": length, "reps": reps, "hops_s": hops, "end_to_end_s": per_rep}
 
 
+# Runs as a claim inserts them (queued, attempt 1), then finished as an outcome records it:
+# the two hot statements the hand-off's row triggers sit on.
+OVERHEAD_INSERT = """
+INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger, state, due_at,
+    attempt, epoch, dedup_key, finished_at, last_error, created_at, worker, cancel_requested,
+    replayed_count, upstream_run_ids, queued_at)
+SELECT gen_random_uuid(), %(job)s, %(tenant)s, %(partition)s,
+       %(t0)s::timestamptz + i * interval '1 millisecond', 'schedule', 'queued',
+       %(t0)s::timestamptz + i * interval '1 millisecond', 1, 0, md5(%(round)s || ':' || i),
+       NULL, '', now(), '', false, 0, '{}', now()
+  FROM generate_series(1, %(rows)s) AS i
+ON CONFLICT (job_id, scheduled_for) DO NOTHING
+"""
+OVERHEAD_FINISH = """
+UPDATE jobs_jobrun SET state = 'succeeded', finished_at = now() WHERE job_id = %(job)s
+"""
+
+
+def _handoff_triggers(on: bool) -> None:
+    from django.db import connection
+
+    from jobs.services.dag_handoff import HANDOFF_TRIGGERS_SQL
+
+    with connection.cursor() as cursor:
+        if on:
+            cursor.execute(HANDOFF_TRIGGERS_SQL)
+        else:
+            cursor.execute(
+                "DROP TRIGGER IF EXISTS jobs_run_handoff_insert ON jobs_jobrun; "
+                "DROP TRIGGER IF EXISTS jobs_run_handoff_update ON jobs_jobrun"
+            )
+
+
+def bench_overhead(rows: int, reps: int) -> dict[str, Any]:
+    """What the hand-off's row triggers cost the claim's insert and the outcome's update of a
+    job without children: the same statements with the triggers installed and dropped,
+    alternated, in one session, so the host's load weighs on both alike."""
+    from django.db import connection
+
+    tenant = _reset()
+    job = _root(tenant, "overhead")
+    timings: dict[str, list[float]] = {"insert_on": [], "insert_off": [], "finish_on": [],
+                                       "finish_off": []}  # fmt: skip
+    try:
+        for index in range(reps * 2):
+            mode = "on" if index % 2 == 0 else "off"
+            _handoff_triggers(mode == "on")
+            params = {
+                "job": job.id,
+                "tenant": tenant.id,
+                "partition": job.partition,
+                "t0": datetime(2030, 1, 1, tzinfo=UTC),
+                "rows": rows,
+                "round": index,
+            }
+            with connection.cursor() as cursor:
+                for name, sql in (("insert", OVERHEAD_INSERT), ("finish", OVERHEAD_FINISH)):
+                    started = time.monotonic()
+                    cursor.execute(sql, params)
+                    timings[f"{name}_{mode}"].append(time.monotonic() - started)
+                cursor.execute("DELETE FROM jobs_jobrun WHERE job_id = %s", [job.id])
+    finally:
+        _handoff_triggers(True)
+    print("overhead (s per statement of", rows, "runs):",
+          {k: [round(v, 3) for v in vs] for k, vs in timings.items()})  # fmt: skip
+    return {"rows": rows, "reps": reps, **timings}
+
+
 def _pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     if len(ordered) == 1:
         return ordered[0]
     return statistics.quantiles(ordered, n=100, method="inclusive")[int(p) - 1]
+
+
+def _overhead_figures(over: dict[str, Any]) -> dict[str, str]:
+    out = {}
+    for name, label in (("insert", "claim insert"), ("finish", "outcome update")):
+        on, off = statistics.median(over[f"{name}_on"]), statistics.median(over[f"{name}_off"])
+        out[f"hand-off triggers on the {label} of {over['rows']:,} runs without children: "
+            "with / without, medians (s)"] = f"{on:.3f} / {off:.3f} ({on / off:.2f}x)"  # fmt: skip
+    return out
 
 
 def figures(result: dict[str, Any]) -> dict[str, str]:
@@ -349,6 +426,7 @@ def figures(result: dict[str, Any]) -> dict[str, str]:
             f"{_pct(hops, 50) * 1000:.1f} / {_pct(hops, 99) * 1000:.1f} / {max(hops) * 1000:.1f}",
         "chain: root triggered -> last job succeeded (s), median":
             f"{statistics.median(chain['end_to_end_s']):.2f}",
+        **(_overhead_figures(result["overhead"]) if "overhead" in result else {}),
     }  # fmt: skip
 
 
@@ -397,11 +475,14 @@ def main() -> int:
     parser.add_argument("--fanout-reps", type=int, default=3)
     parser.add_argument("--chain", type=int, default=50)
     parser.add_argument("--chain-reps", type=int, default=5)
+    parser.add_argument("--overhead-rows", type=int, default=50_000, help="0 skips it")
+    parser.add_argument("--overhead-reps", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="1,000 children, a chain of 10")
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
     if args.quick:
         args.children, args.fanout_reps, args.chain, args.chain_reps = 1000, 1, 10, 1
+        args.overhead_rows, args.overhead_reps = 5000, 1
     if args.quick and args.write_docs:
         parser.error("--write-docs records the full profile only")
     LOG_DIR.mkdir(parents=True, exist_ok=True)
@@ -412,6 +493,8 @@ def main() -> int:
             "fanout": bench_fanout(args.children, args.fanout_reps),
             "chain": bench_chain(args.chain, args.chain_reps),
         }
+        if args.overhead_rows:
+            result["overhead"] = bench_overhead(args.overhead_rows, args.overhead_reps)
     finally:
         services.stop()
     command = "python " + " ".join(sys.argv)
