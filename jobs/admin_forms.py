@@ -91,11 +91,13 @@ class OptionalJSONField(forms.JSONField):
 
 
 def _wall_time(value: datetime, zone_name: str) -> str:
+    """The stored instant as wall time in the job's zone, with its offset: saved unchanged it
+    reads back as the same instant, even in the repeated hour when clocks go back."""
     try:
         zone = parse_timezone(zone_name)
     except ScheduleError:
-        return value.isoformat()
-    return value.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
+        return value.isoformat(sep=" ")
+    return value.astimezone(zone).isoformat(sep=" ")
 
 
 class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -235,11 +237,8 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
         )
         self.initial["depends_on"] = parent_names_text(job)
         if job.source == JobSource.DECORATOR:
-            self.fields[
-                "name"
-            ].help_text = (
-                "Declared in code: the next sync_schedules restores the code's definition."
-            )
+            declared = "Declared in code: the next sync_schedules restores the code's definition."
+            self.fields["name"].help_text = declared
 
     def _post_clean(self) -> None:
         # The services validate and write the whole job; the model's own field-by-field
@@ -250,11 +249,8 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
         cleaned = super().clean() or {}
         if self.errors:
             return cleaned
-        try:
-            data = self._job_input(cleaned)
-        except forms.ValidationError as exc:
-            self.add_error(None, exc)
-            return cleaned
+        data = self._job_input(cleaned)
+        # Shaping the input may have found a missing or unreadable field: then no save.
         if self.errors:
             return cleaned
         self._save(cleaned, data)

@@ -376,3 +376,19 @@ def test_change_page_groups_definition_then_state(client: Client) -> None:
     assert "schedule_preview" in fieldsets["Schedule"]
     assert {"recent_runs", "status", "version"} <= set(fieldsets["State and history"])
     assert "header_names" not in {name for names in fieldsets.values() for name in names}
+
+
+def test_one_off_edit_keeps_an_instant_in_the_repeated_hour(client: Client) -> None:
+    # 02:30 on 25 October 2026 happens twice in Paris; this is the second (+01:00) one.
+    second = datetime.fromisoformat("2026-10-25T02:30:00.250000+01:00")
+    job = job_factory(run_at=second, timezone="Europe/Paris", now=second - timedelta(days=1))
+    url = reverse("admin:jobs_job_change", args=[job.pk])
+
+    shown = client.get(url).context["adminform"].form.initial["run_at"]
+    data = _edit_data(job, kind="once", cron_expression="", run_at=shown, priority=3)
+    response = client.post(url, data)
+
+    assert shown == "2026-10-25 02:30:00.250000+01:00"
+    assert response.status_code == 302, errors_of(response)
+    job.refresh_from_db()
+    assert (job.run_at, job.priority) == (second, 3)
