@@ -4,6 +4,8 @@ notifies once per window, and nothing is sent from the worker's outcome path."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -91,6 +93,13 @@ def test_a_dead_letter_makes_one_signed_post_with_the_documented_body(
     assert request.headers["X-Scheduler-Signature"] == webhook_signature(
         secret, stamp, request.body
     )
+    # As a receiver verifies it (docs/operations.md, "Notifications"), independently.
+    fields = dict(
+        part.split("=", 1) for part in request.headers["X-Scheduler-Signature"].split(",")
+    )
+    assert fields["t"] == str(stamp)
+    mac = hmac.new(secret.encode(), f"{fields['t']}.".encode() + request.body, hashlib.sha256)
+    assert hmac.compare_digest(mac.hexdigest(), fields["v1"])
     assert request.headers["X-Scheduler-Event"] == "dead_letter"
     delivery = NotificationDelivery.objects.get()
     assert request.headers["X-Scheduler-Delivery"] == str(delivery.id)
