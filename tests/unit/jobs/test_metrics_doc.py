@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
-from prometheus_client import REGISTRY
-
-import beat_engine
-import jobs
-
-DOC = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
+ROOT = Path(__file__).resolve().parents[3]
+DOC = ROOT / "docs" / "operations.md"
 ROW = re.compile(
     r"^\| `(scheduler_[a-z_]+)` \| (counter|gauge|histogram) \|\s*([a-z_, ]*?)\s*\|", re.M
 )
@@ -30,23 +28,39 @@ def _documented() -> dict[str, tuple[str, frozenset[str]]]:
     }
 
 
-def _registered() -> dict[str, tuple[str, frozenset[str]]]:
-    # Every module of the project's packages, so a metric defined anywhere is found.
-    for package in (jobs, beat_engine):
-        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-            if ".migrations" not in module.name:
-                importlib.import_module(module.name)
-    found: dict[str, tuple[str, frozenset[str]]] = {}
-    collectors = REGISTRY._collector_to_names  # what register() recorded, per collector
-    for collector in list(collectors):
-        describe = getattr(collector, "describe", None)
-        for family in describe() if describe is not None else []:
-            if not family.name.startswith("scheduler_"):
-                continue
+# Run apart: importing every module of the project (to find a metric defined anywhere) in the
+# test process would register Celery tasks and client targets a second time beside the tests'.
+_LIST_METRICS = """
+import importlib, json, pkgutil
+import django
+django.setup()
+import beat_engine, jobs
+from prometheus_client import REGISTRY
+for package in (jobs, beat_engine):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if ".migrations" not in module.name:
+            importlib.import_module(module.name)
+found = {}
+for collector in list(REGISTRY._collector_to_names):
+    describe = getattr(collector, "describe", None)
+    for family in describe() if describe is not None else []:
+        if family.name.startswith("scheduler_"):
             name = family.name + "_total" if family.type == "counter" else family.name
-            labels = frozenset(getattr(collector, "_labelnames", ()))
-            found[name] = (family.type, labels)
-    return found
+            found[name] = [family.type, sorted(getattr(collector, "_labelnames", ()))]
+print(json.dumps(found))
+"""
+
+
+def _registered() -> dict[str, tuple[str, frozenset[str]]]:
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    env.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
+    done = subprocess.run(
+        [sys.executable, "-c", _LIST_METRICS],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout.strip().splitlines()[-1])
+    return {name: (kind, frozenset(labels)) for name, (kind, labels) in listed.items()}
 
 
 def test_every_registered_metric_is_documented_with_its_type_and_labels() -> None:
