@@ -306,6 +306,10 @@ def _with_run(facts: Facts, run: RunFact, now: datetime, out: _Out) -> Explanati
             **evidence,
         )
     shown = "" if late is None else f", lateness {_secs(late)}"
+    waited = run.start_lag
+    if waited is not None and waited > facts.late_after:
+        # Published on time, started late: the workers were busy, not the engine late.
+        shown += f"; started {_secs(waited)} after it was due: no worker was free sooner"
     return out(Verdict.FIRED, f"it fired: run {run.id} ({run.state}{shown})", **evidence)
 
 

@@ -56,6 +56,14 @@ def test_a_run_on_time_is_fired_with_its_state_and_lateness() -> None:
     assert result.is_firing
 
 
+def test_a_run_published_on_time_and_started_late_says_the_workers_were_busy() -> None:
+    run = replace(_run(T0), start_lag=timedelta(seconds=12))
+    result = explain(_facts(T0, run=run), now=clock.now())
+    assert result.verdict == Verdict.FIRED
+    assert "started 12.000 s after it was due" in result.reason
+    assert result.evidence["start_lag_s"] == 12.0
+
+
 def test_a_run_published_past_the_threshold_is_engine_late() -> None:
     result = explain(_facts(T0, run=_run(T0, lateness=4.5)), now=clock.now())
     assert result.verdict == Verdict.ENGINE_LATE
