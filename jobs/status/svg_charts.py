@@ -16,6 +16,8 @@ from html import escape
 
 Format = Callable[[float], str]
 
+# Extra attempts drawn above a run's dot; the hover text gives the exact count beyond it.
+MAX_EXTRA_ATTEMPTS = 6
 # Candidate tick steps for a time axis, in seconds: minutes to days.
 _TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
                43200, 86400)  # fmt: skip
@@ -186,15 +188,16 @@ def _axes(frame: Frame, xs: Scale, ys: Scale | None, x_ticks: Sequence[float],
 
 
 def _legend(frame: Frame, series: Sequence[Series]) -> list[str]:
+    """One swatch and name per series, left to right under the x axis, clear of the title."""
     parts: list[str] = []
-    x = frame.width - frame.right
-    for item in reversed(series):
-        width = 14 + 7 * len(item.name)
-        x -= width
+    x = frame.left
+    y = frame.height - 6
+    for item in series:
         parts.append(
-            f'<g class="legend {escape(item.css)}"><rect x="{x}" y="7" width="10" height="10"/>'
-            f'<text x="{x + 13}" y="16">{escape(item.name)}</text></g>'
+            f'<g class="legend {escape(item.css)}"><rect x="{x}" y="{y - 9}" width="10" '
+            f'height="10"/><text x="{x + 13}" y="{y}">{escape(item.name)}</text></g>'
         )
+        x += 24 + 7 * len(item.name)
     return parts
 
 
@@ -278,30 +281,33 @@ def stacked_bar_chart(stacks: Sequence[Series], *, title: str, axes: Axes, bucke
 
 
 def timeline_chart(marks: Sequence[Mark], *, title: str, axes: Axes,
-                   x_range: tuple[float, float] | None = None, frame: Frame = Frame(height=120),
+                   x_range: tuple[float, float] | None = None, frame: Frame = Frame(height=140),
                    empty: str = "No runs yet") -> str:  # fmt: skip
-    """Runs along a time axis: a dot per run coloured by state, with one tick above it per
-    attempt beyond the first, so retried runs stand out; each mark links to its run."""
+    """Runs along a time axis: a dot per run coloured by state, with a small dot above it per
+    attempt beyond the first (up to MAX_EXTRA_ATTEMPTS), so retried runs stand out; each mark
+    links to its run, and its hover text says everything, the attempt count included."""
     if not marks:
         return _empty(frame, title, "timeline", empty)
     x_lo, x_hi = x_range or (min(m.x for m in marks), max(m.x for m in marks))
     if x_hi == x_lo:
         x_lo, x_hi = x_lo - 30, x_hi + 30
     xs = Scale(x_lo, x_hi, frame.left, frame.left + frame.plot_width)
-    lane = frame.top + frame.plot_height * 0.7
+    lane = frame.top + frame.plot_height * 0.75
+    # Dots shrink as runs crowd, so neighbours stay apart.
+    radius = round(max(2.0, min(5.0, frame.plot_width / len(marks) / 2.0)), 1)
+    small = round(max(1.5, radius * 0.5), 1)
     parts = _open(frame, title, len(marks), "timeline")
     parts += _axes(frame, xs, None, time_ticks(x_lo, x_hi), [], axes)
     for mark in marks:
         px = xs(mark.x)
         state = escape(mark.state)
-        hover = escape(mark.label)
-        shape = [f'<circle class="run state-{state}" cx="{px}" cy="{lane:g}" r="5"/>']
-        for extra in range(1, mark.attempts):
-            y = round(lane - 8 - 5 * extra, 1)
+        shape = [f'<circle class="run state-{state}" cx="{px}" cy="{lane:g}" r="{radius:g}"/>']
+        for extra in range(1, min(mark.attempts, MAX_EXTRA_ATTEMPTS + 1)):
+            cy = round(lane - radius - 2 - small - (extra - 1) * (2 * small + 2), 1)
             shape.append(
-                f'<line class="attempt state-{state}" x1="{px}" y1="{y}" x2="{px}" y2="{y - 3:g}"/>'
+                f'<circle class="attempt state-{state}" cx="{px}" cy="{cy:g}" r="{small:g}"/>'
             )
-        body = f'<g class="mark"><title>{hover}</title>{"".join(shape)}</g>'
+        body = f'<g class="mark"><title>{escape(mark.label)}</title>{"".join(shape)}</g>'
         if mark.href:
             body = f'<a href="{escape(mark.href)}">{body}</a>'
         parts.append(body)

@@ -73,7 +73,7 @@ def job_detail(request: HttpRequest, scope: Scope, job_id: uuid.UUID) -> HttpRes
         "figures": job_figures(job_id=job.pk, window=RECENT_RUNS),
         "timeline": charts.run_timeline(
             [_mark(run, scope) for run in oldest_first],
-            title=f"Last {len(runs)} runs by due time (dot: state; ticks: extra attempts)",
+            title=f"Last {len(runs)} runs by due time (dot: state; dots above: extra attempts)",
         ),
         "lateness_chart": charts.job_lateness_chart(publish, start),
         "dag": _dag(job, scope),

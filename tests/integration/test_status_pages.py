@@ -156,15 +156,17 @@ def test_superuser_sees_every_tenant_and_may_narrow_to_one(
 def test_overview_charts_hold_the_seeded_minutes(superuser: Client, runs_form: bool) -> None:
     now = read_database_clock()
     job = job_factory()
+    # Every run falls in the first seconds of a whole minute, so none straddles two buckets.
+    minute = now.replace(second=0, microsecond=0)
     # Three minutes with runs: 1, 2 and 3 runs; one retried, one dead-lettered.
     for minutes_ago, count in ((40, 1), (20, 2), (5, 3)):
         for k in range(count):
-            due = now - timedelta(minutes=minutes_ago, seconds=k)
+            due = minute - timedelta(minutes=minutes_ago) + timedelta(seconds=k)
             _finished_run(job, due=due, lateness_s=0.1 * (k + 1))
-    retried = _finished_run(job, due=now - timedelta(minutes=10), attempts=2)
-    dead = _finished_run(job, due=now - timedelta(minutes=8), state=RunState.DEAD, attempts=3,
+    retried = _finished_run(job, due=minute - timedelta(minutes=10), attempts=2)
+    dead = _finished_run(job, due=minute - timedelta(minutes=8), state=RunState.DEAD, attempts=3,
                          error="HTTP 500 from target")  # fmt: skip
-    moved = now - timedelta(minutes=7)
+    moved = minute - timedelta(minutes=7)
     DeadLetter.objects.create(
         run=dead, job=job, tenant=job.tenant, attempts=3, last_error="HTTP 500", moved_at=moved
     )

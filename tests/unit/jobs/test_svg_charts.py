@@ -120,12 +120,26 @@ def test_timeline_draws_a_dot_per_run_and_a_tick_per_extra_attempt() -> None:
         svg.Mark(x=100, state="dead", attempts=3, label="second", href="/status/runs/2/"),
     ]
     root = _parse(svg.timeline_chart(marks, title="T", axes=AXES, frame=FRAME))
-    dots = [(c.get("class"), c.get("cx")) for c in root.iter(f"{SVG}circle")]
-    assert dots == [("run state-succeeded", "60.0"), ("run state-dead", "460.0")]
-    ticks = [line for line in root.iter(f"{SVG}line") if "attempt" in (line.get("class") or "")]
-    assert len(ticks) == 2
+    circles = [(c.get("class"), c.get("cx")) for c in root.iter(f"{SVG}circle")]
+    assert circles == [
+        ("run state-succeeded", "60.0"),
+        ("run state-dead", "460.0"),
+        ("attempt state-dead", "460.0"),
+        ("attempt state-dead", "460.0"),
+    ]
+    # The extra attempts stack upwards from the run's dot.
+    heights = [float(c.get("cy", "")) for c in root.iter(f"{SVG}circle")]
+    assert heights[1] > heights[2] > heights[3]
     links = [a.get("href") for a in root.iter(f"{SVG}a")]
     assert links == ["/status/runs/1/", "/status/runs/2/"]
+
+
+def test_a_run_with_many_attempts_draws_a_bounded_stack() -> None:
+    marks = [svg.Mark(x=0, state="dead", attempts=50, label="50 attempts")]
+    root = _parse(svg.timeline_chart(marks, title="T", axes=AXES, frame=FRAME))
+    extra = [c for c in root.iter(f"{SVG}circle") if "attempt" in (c.get("class") or "")]
+    assert len(extra) == svg.MAX_EXTRA_ATTEMPTS
+    assert all(float(c.get("cy", "")) > FRAME.top for c in extra)
 
 
 @pytest.mark.parametrize(
