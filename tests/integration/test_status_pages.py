@@ -370,3 +370,18 @@ def test_a_panel_whose_query_runs_too_long_says_so_and_the_page_still_renders(
     assert "Unavailable: the query failed or took too long" in body
     # The other panels, read after the cancelled statement, are there.
     assert reverse("status:run", args=[JobRun.objects.get(job=job).pk]) in body
+
+
+def test_unknown_ids_are_404_and_names_are_escaped(superuser: Client) -> None:
+    import uuid
+
+    assert superuser.get(reverse("status:job", args=[uuid.uuid4()])).status_code == 404
+    assert superuser.get(reverse("status:run", args=[uuid.uuid4()])).status_code == 404
+    job = job_factory(name='<script>alert("job")</script>')
+    _finished_run(job, due=read_database_clock() - timedelta(minutes=1), state=RunState.FAILED,
+                  error="<img src=x onerror=alert(1)>")  # fmt: skip
+    for url in (reverse("status:overview"), reverse("status:job", args=[job.pk])):
+        body = superuser.get(url).content.decode()
+        assert "<script>alert" not in body
+        assert "<img src=x" not in body
+        assert "&lt;script&gt;alert(&quot;job&quot;)&lt;/script&gt;" in body
