@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from celery.signals import worker_process_shutdown, worker_shutdown
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 from jobs.services.run_results import AttemptResult, results_record_many
 
@@ -85,13 +85,36 @@ class ResultWriter:
             for start in range(0, len(taken), self._batch):
                 self._write_quietly(taken[start : start + self._batch])
 
+    def stop(self) -> None:
+        """Write what is pending, then let the thread end and close its connection."""
+        self.flush()
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            self._wake.set()
+            thread.join(timeout=10)
+
     def _serve(self) -> None:
-        while True:
-            self._wake.wait(self._flush_s)
-            self._wake.clear()
-            # Like a request, each flush drops a connection that broke or outlived its age.
-            close_old_connections()
-            self.flush()
+        try:
+            while True:
+                self._wake.wait(self._flush_s)
+                self._wake.clear()
+                with self._lock:
+                    if not self._pending:
+                        # Idle for a whole interval: end, and hold no connection while idle;
+                        # the next submit starts a thread again (decided under the lock, so
+                        # no entry is left without one).
+                        self._thread = None
+                        return
+                # Like a request, each flush drops a connection that broke or outlived its age.
+                close_old_connections()
+                self.flush()
+        except Exception:  # boundary of the writer thread: log; the next submit starts another
+            logger.exception("execution.result.writer_failed")
+            with self._lock:
+                self._thread = None
+        finally:
+            connections.close_all()
 
     def _write_quietly(self, entries: Sequence[AttemptResult]) -> None:
         try:
@@ -118,6 +141,11 @@ def submit(entry: AttemptResult) -> None:
 
 def flush(**_: Any) -> None:
     _writer.flush()
+
+
+def stop() -> None:
+    """Flush and end this process's writer thread (tests that execute runs in-process)."""
+    _writer.stop()
 
 
 atexit.register(flush)

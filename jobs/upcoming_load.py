@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models.expressions import RawSQL
 
 from beat_engine.load_forecast import LoadForecast, ScheduleGroup, forecast_load
@@ -84,7 +84,12 @@ def schedule_groups(
     if tenant is not None:
         tenant_filter = "AND tenant_id = %(tenant)s"
         params["tenant"] = tenant.pk
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        # The planner guesses far more groups than there are distinct schedules and, at the
+        # default work_mem, sorts every job on disk to group them; with room for a hash table
+        # it hashes them in one pass (1,000,000 jobs: 8.6 s sorted, 6.6 s hashed, on a busy
+        # 2-core host; bench/bench_upcoming.py).
+        cursor.execute("SET LOCAL work_mem = '64MB'")
         cursor.execute(_GROUPS_SQL.format(tenant_filter=tenant_filter, phase=_PHASE_SQL), params)
         rows = cursor.fetchall()
     names = dict(Tenant.objects.filter(pk__in={row[7] for row in rows}).values_list("pk", "name"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from beat_engine.clock import SystemClock
+from jobs import result_writer
 from jobs.execution import ExecutionOutcome, run_execute
 from jobs.models import DeadLetter, DedupKey, Job, JobRun, RunAttempt
 from jobs.services.dedup import dedup_record
@@ -20,6 +21,16 @@ from tests.support import targets  # noqa: F401  (registers the test targets in 
 from tests.support.factories import T0, job_factory, run_factory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _result_writer_stopped(django_db_blocker: Any) -> Iterator[None]:
+    yield
+    # Runs executed in this process hand their stored results to its writer thread: end it,
+    # and its database connection, before the test database is dropped.
+    with django_db_blocker.unblock():
+        result_writer.stop()
+
 
 NOW = T0 + timedelta(days=1)
 

@@ -56,6 +56,24 @@ def test_the_thread_writes_without_being_asked() -> None:
     assert [e for batch in sink.batches for e in batch] == [entry]
 
 
+def test_an_idle_thread_ends_and_the_next_submit_starts_another() -> None:
+    sink = Sink()
+    writer = ResultWriter(sink, flush_s=0.01)
+    writer.submit(_entry())
+    assert sink.called.wait(10)
+    thread = writer._thread
+    assert thread is not None
+    thread.join(10)
+    assert not thread.is_alive()
+    assert writer._thread is None
+    sink.called.clear()
+    later = _entry()
+    writer.submit(later)
+    assert sink.called.wait(10)
+    writer.stop()
+    assert sink.batches[-1] == [later]
+
+
 def test_pending_entries_are_bounded() -> None:
     sink = Sink()
     writer = ResultWriter(sink, flush_s=3600, batch=1000, max_pending=3)
