@@ -24,6 +24,7 @@ from jobs.services.dead_letters import dead_letter_replay
 from jobs.services.jobs import job_trigger_now
 from jobs.states import RunState
 from tests.support import targets  # noqa: F401  (registers the test targets here too)
+from tests.support.api import api_client_for
 from tests.support.beat_nodes import make_engine
 from tests.support.dags import dag_jobs, states_for, the_run
 from tests.support.factories import run_factory
@@ -171,10 +172,17 @@ def test_backfill_of_a_root_runs_its_dag_for_every_firing_of_the_range(
 
 
 def test_a_dependent_job_cannot_be_triggered_on_its_own(worker: CeleryWorker) -> None:
-    jobs = _dag([("a", "b")])
+    client = api_client_for("dag-trigger")
+    jobs = dag_jobs([("a", "b")], now=_now(), tenant=client.tenant)
     with pytest.raises(InvalidTransition, match=f"{jobs['a'].name!r}"):
         job_trigger_now(job_id=jobs["b"].id, now=_now())
+    response = client.post(f"/v1/jobs/{jobs['b'].id}/trigger")
+    assert response.status_code == 409, response.content
+    assert response.json()["error"]["code"] == "invalid_transition"
+    assert str(jobs["a"].id) in response.json()["error"]["message"]
     assert not JobRun.objects.filter(job=jobs["b"]).exists()
+    # The root can be: that starts the DAG run for the instant.
+    assert client.post(f"/v1/jobs/{jobs['a'].id}/trigger").status_code == 201
 
 
 def test_two_parents_finishing_together_on_two_workers_make_one_child_run(

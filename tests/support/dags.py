@@ -22,6 +22,7 @@ def dag_jobs(
     now: datetime,
     all_done: Iterable[str] = (),
     roots: dict[str, Any] | None = None,
+    tenant: Tenant | None = None,
     **job_fields: Any,
 ) -> dict[str, Job]:
     """Jobs named by the letters in ``edges`` (parent, child), created through job_create:
@@ -31,7 +32,7 @@ def dag_jobs(
     names = sorted({name for pair in pairs for name in pair})
     parents = {name: [p for p, c in pairs if c == name] for name in names}
     done_rule = set(all_done)
-    tenant = tenant_factory(now=now)
+    tenant = tenant or tenant_factory(now=now)
     jobs: dict[str, Job] = {}
     while len(jobs) < len(names):
         for name in names:
