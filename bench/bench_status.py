@@ -150,8 +150,7 @@ def statements(tenant_id: int | None, *, by_job: bool) -> None:
     from jobs.status import run_window
 
     # Force one form for every statement, whatever its window.
-    run_window.by_job_is_cheaper = lambda: by_job  # type: ignore[assignment]
-    run_window.BY_JOB_MAX_WINDOW = timedelta(days=1)
+    run_window.by_job_is_cheaper = lambda **_: by_job  # type: ignore[assignment]
 
     window = data.Window.ending(read_database_clock())
     captured: list[tuple[str, list[Any]]] = []
@@ -221,17 +220,20 @@ def main() -> int:
     embedded = _setup(ROOT / ".local" / "bench_status")
     try:
         seed(args.runs, args.days, args.jobs)
+        from beat_engine.db_clock import read_database_clock
         from jobs.models import Tenant
         from jobs.status import run_window
 
-        cheaper, longest = run_window.by_job_is_cheaper, run_window.BY_JOB_MAX_WINDOW
-        chosen = "by job" if cheaper() else "by scan"
-        print(f"the pages read windows up to {longest} {chosen} on this data, longer ones by scan")
+        cheaper = run_window.by_job_is_cheaper
+        now = read_database_clock()
+        for hours in (1, 24):
+            form = "by job" if cheaper(since=now - timedelta(hours=hours), until=now) else "scan"
+            print(f"the pages read a window of {hours} h {form} on this data")
         tenant_id = Tenant.objects.get(name="bench-0").pk
         for by_job in (True, False):
             statements(None, by_job=by_job)
             statements(tenant_id, by_job=by_job)
-        run_window.by_job_is_cheaper, run_window.BY_JOB_MAX_WINDOW = cheaper, longest
+        run_window.by_job_is_cheaper = cheaper  # type: ignore[assignment]
         pages()
     finally:
         if embedded is not None:

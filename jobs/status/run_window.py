@@ -11,29 +11,37 @@ of two forms:
   or for one tenant a bitmap scan of run_tenant_state). Its cost is the whole history.
 
 Every run belongs to a job (deleting a job deletes its runs), so both forms read the same
-rows. The by-job form is taken for windows up to ``BY_JOB_MAX_WINDOW`` unless the jobs are so
-many that one index probe each (about ``PROBE_PAGES`` pages) would read more than the whole
-runs table, judged on the planner's own statistics in pg_class. A longer window holds so many
-runs that fetching each from its index entry, at random, costs about as much as the scan
-reads in order (bench/bench_status.py: 24 hours of 1,000,000 runs over 7 days), and for one
-tenant the scan's bitmap of run_tenant_state also serves the filter on failed states.
+rows. The by-job form is taken when one index probe per job (about ``PROBE_PAGES`` pages) plus
+one page per run in the window costs less than reading every page of the runs table, judged on
+the planner's own statistics: the table sizes in pg_class, and the window's rows as the
+planner estimates them from scheduled_for's histogram. So the last hour is read by job as
+soon as the history outweighs the jobs, and a day once the history is a few weeks long (on
+1,000,000 runs over 7 days, a day read by job and the scan cost about the same:
+bench/bench_status.py).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
 
 PROBE_PAGES = 4
-BY_JOB_MAX_WINDOW = timedelta(hours=1)
 
 _SIZES_SQL = """
 SELECT (SELECT reltuples FROM pg_class WHERE oid = 'jobs_job'::regclass),
        (SELECT relpages FROM pg_class WHERE oid = 'jobs_jobrun'::regclass)
 """
+
+
+# The planner's estimate of the rows due in a window, from scheduled_for's statistics.
+_WINDOW_ROWS_SQL = (
+    "EXPLAIN (FORMAT JSON) SELECT 1 FROM jobs_jobrun"
+    " WHERE scheduled_for >= %s AND scheduled_for <= %s"
+)
 
 
 @dataclass(frozen=True)
@@ -45,21 +53,28 @@ class RunsDue:
     by_job: bool
 
 
-def by_job_is_cheaper() -> bool:
+def by_job_is_cheaper(*, since: datetime, until: datetime) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(_SIZES_SQL)
         row = cursor.fetchone()
-    assert row is not None
-    jobs, run_pages = float(row[0]), float(row[1])
-    # reltuples is -1 for a table never analysed: too new to be large.
-    return jobs < 0 or jobs * PROBE_PAGES < run_pages
+        assert row is not None
+        jobs, run_pages = float(row[0]), float(row[1])
+        # reltuples is -1 for a table never analysed: too new to be large.
+        if jobs < 0:
+            return True
+        cursor.execute(_WINDOW_ROWS_SQL, [since, until])
+        plan = cursor.fetchone()
+    assert plan is not None
+    explained = json.loads(plan[0]) if isinstance(plan[0], str) else plan[0]
+    window_rows = float(explained[0]["Plan"]["Plan Rows"])
+    return jobs * PROBE_PAGES + window_rows < run_pages
 
 
 def runs_due(
     *, since: datetime, until: datetime, tenant_id: int | None, by_job: bool | None = None
 ) -> RunsDue:
     if by_job is None:
-        by_job = until - since <= BY_JOB_MAX_WINDOW and by_job_is_cheaper()
+        by_job = by_job_is_cheaper(since=since, until=until)
     tenant = " AND tenant_id = %s" if tenant_id is not None else ""
     extra = [tenant_id] if tenant_id is not None else []
     if by_job:

@@ -32,7 +32,7 @@ def _client(user: User) -> Client:
 def runs_form(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
     """Both ways the overview reads runs due in a window (jobs/status/run_window.py)."""
     by_job = bool(request.param)
-    monkeypatch.setattr(run_window, "by_job_is_cheaper", lambda: by_job)
+    monkeypatch.setattr(run_window, "by_job_is_cheaper", lambda **_: by_job)
     return by_job
 
 
@@ -325,16 +325,20 @@ def test_run_page_lists_every_attempt_with_worker_timings_error_and_result(
     assert "<ok & done>" not in body
 
 
-def test_runs_are_read_by_job_once_the_history_outweighs_the_jobs() -> None:
+def test_runs_are_read_by_job_once_the_history_outweighs_the_jobs_and_the_window() -> None:
     from django.db import connection
 
     now = read_database_clock()
+    hour = {"since": now - timedelta(hours=1), "until": now}
+    day = {"since": now - timedelta(hours=24), "until": now}
     jobs = [job_factory() for _ in range(3)]
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_job")
         cursor.execute("ANALYZE jobs_jobrun")
     # An empty history: scanning it is cheaper than one index probe per job.
-    assert not run_window.by_job_is_cheaper()
+    assert not run_window.by_job_is_cheaper(**hour)
+    # Five days of minutely runs: the hour's 60 runs by job beat a scan of the 7,200; the day's
+    # 1,440 do not.
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -343,12 +347,13 @@ def test_runs_are_read_by_job_once_the_history_outweighs_the_jobs() -> None:
                                      finished_at, last_error, replayed_count, created_at)
             SELECT gen_random_uuid(), %s, %s, %s, %s - n * interval '1 minute', 'schedule',
                    'succeeded', 1, 1, md5(n::text), '', false, %s, '', 0, %s
-              FROM generate_series(1, 2000) AS n
+              FROM generate_series(1, 7200) AS n
             """,
             [jobs[0].pk, jobs[0].tenant_id, jobs[0].partition, now, now, now],
         )
         cursor.execute("ANALYZE jobs_jobrun")
-    assert run_window.by_job_is_cheaper()
+    assert run_window.by_job_is_cheaper(**hour)
+    assert not run_window.by_job_is_cheaper(**day)
 
 
 def test_a_panel_whose_query_runs_too_long_says_so_and_the_page_still_renders(
