@@ -53,3 +53,16 @@ def notify_job_changed(*, job_id: str, partition: int) -> None:
     """Tell the owner of ``partition`` to reload the job, once the transaction commits."""
     message = json.dumps({"job_id": job_id, "partition": partition})
     transaction.on_commit(lambda: _publish(message))
+
+
+def notify_timers_due(partitions: list[int]) -> None:
+    """Once the transaction commits, tell the owners of ``partitions`` to fire their timers now:
+    runs there were just made pending and due (a parent's outcome handed off to its children,
+    a replay, a manual trigger), so they are queued this tick instead of at the next timer poll.
+
+    A lost message only delays them to that poll (timer_poll_s, 0.5 s): the runs are rows.
+    """
+    if not partitions:
+        return
+    message = json.dumps({"timers": sorted(set(partitions))})
+    transaction.on_commit(lambda: _publish(message))

@@ -36,19 +36,13 @@ VOLATILE function), which is what makes "lock, then read" see what committed mea
 
 from __future__ import annotations
 
-import json
-import logging
-
-import redis
-from django.db import connection, transaction
+from django.db import connection
 
 from jobs.errors import InvalidTransition
 from jobs.models import Job, JobKind, RunTrigger
-from jobs.notify import CHANGES_CHANNEL, redis_client
+from jobs.notify import notify_timers_due
 from jobs.services.dedup import dedup_key_sql
 from jobs.states import TERMINAL_STATES, RunState
-
-logger = logging.getLogger(__name__)
 
 # States that decide a child's run for T when a parent's run enters them. upstream_failed is
 # left out of the trigger: only the hand-off writes it, and it propagates it itself.
@@ -183,12 +177,6 @@ DROP FUNCTION IF EXISTS jobs_run_handoff();
 INSTALL_SQL = HANDOFF_FUNCTION_SQL + HANDOFF_TRIGGERS_SQL
 
 
-def wake_message(partitions: list[int]) -> str:
-    """The change-feed message that makes the owners of ``partitions`` fire their timers now
-    (beat_engine/notifications.py reads it)."""
-    return json.dumps({"timers": sorted(partitions)})
-
-
 # The partitions of a run's job's children, for the outcome statement's result (one probe of
 # job_dependency_unique for a job without children).
 CHILD_PARTITIONS_SQL = """
@@ -206,17 +194,7 @@ def wake_children(partitions: list[int]) -> None:
     the commit) only delays them to the owner's next timer poll (timer_poll_s, 0.5 s); a run
     queued and never pushed is found by the outbox sweep.
     """
-    if not partitions:
-        return
-    message = wake_message(partitions)
-
-    def publish() -> None:
-        try:
-            redis_client().publish(CHANGES_CHANNEL, message)
-        except redis.RedisError:
-            logger.warning("dag.wake_failed", exc_info=True)
-
-    transaction.on_commit(publish)
+    notify_timers_due(partitions)
 
 
 # The roots above a job: the jobs a run of it for some T must start from.

@@ -14,7 +14,7 @@ from kombu import Exchange, Queue
 
 from jobs import metrics
 from jobs.models import DeadLetter, JobRun
-from jobs.notify import notify_job_changed
+from jobs.notify import notify_timers_due
 from jobs.services.runs import run_transition
 from jobs.states import RunState
 
@@ -101,7 +101,7 @@ def dead_letter_replay(*, run_id: uuid.UUID, now: datetime) -> bool:
         replayed_at=now, replay_count=F("replay_count") + 1
     )
     run = JobRun.objects.values("job_id", "partition").get(id=run_id)
-    # Wake the partition owner so the replay does not wait for its next timer refresh.
-    notify_job_changed(job_id=str(run["job_id"]), partition=run["partition"])
+    # Wake the partition owner so the replay does not wait for its next timer poll.
+    notify_timers_due([run["partition"]])
     metrics.DEAD_LETTER_REPLAYS.inc()
     return True

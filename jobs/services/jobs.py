@@ -28,7 +28,7 @@ from jobs.models import (
     TriggerRule,
 )
 from jobs.models_reasons import JobEventKind
-from jobs.notify import notify_job_changed
+from jobs.notify import notify_job_changed, notify_timers_due
 from jobs.services import dag_handoff, dependencies
 from jobs.services.dedup import dedup_key_for
 from jobs.services.job_events import job_event_record, job_schedule_fields
@@ -469,7 +469,8 @@ def job_trigger_now(*, job_id: uuid.UUID, now: datetime) -> JobRun:
         dedup_key=dedup_key_for(job.id, now),
         created_at=now,
     )
-    notify_job_changed(job_id=str(job.id), partition=job.partition)
+    # Queued by the owner's timers at once, not at its next poll.
+    notify_timers_due([job.partition])
     return run
 
 

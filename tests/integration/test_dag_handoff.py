@@ -19,11 +19,21 @@ from beat_engine.notifications import ChangeFeed
 from jobs.models import JobRun, RunTrigger
 from jobs.services import dag_handoff, runs
 from jobs.services.dead_letters import dead_letter_replay
+from jobs.services.jobs import job_trigger_now
 from jobs.states import RunState
 from tests.support.beat_nodes import make_engine
 from tests.support.clock import FakeClock
-from tests.support.dags import dag_jobs, run_for, running, start, states_for, succeed, the_run
-from tests.support.factories import run_factory
+from tests.support.dags import (
+    YEARLY,
+    dag_jobs,
+    run_for,
+    running,
+    start,
+    states_for,
+    succeed,
+    the_run,
+)
+from tests.support.factories import dead_run_factory, job_factory, run_factory
 from tests.support.waiting import test_database_url, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -248,3 +258,29 @@ def test_check_reports_a_missing_trigger_until_it_is_installed() -> None:
     finally:
         dag_handoff.install()
     assert errors() == []
+
+
+def test_a_triggered_root_and_a_replayed_run_are_queued_by_the_woken_owner_at_once(
+    redis_client: redis.Redis,
+) -> None:
+    now = _now()
+    engine = make_engine(FakeClock(now), timer_poll_s=3600.0)
+    engine.feed = ChangeFeed(redis.Redis.from_url(engine.config.redis_url))
+    try:
+        engine.tick()
+        # No children here: no outcome's wake-up can queue these two.
+        job = job_factory(now=now, cron=YEARLY)
+        root = job_trigger_now(job_id=job.id, now=now)
+        dead = dead_run_factory(job, scheduled_for=now - timedelta(hours=1), finished_at=now)
+        assert dead_letter_replay(run_id=dead.id, now=now)
+
+        def queued() -> bool:
+            engine.tick()
+            states = JobRun.objects.filter(id__in=[root.id, dead.id]).values_list(
+                "state", flat=True
+            )
+            return set(states) == {RunState.QUEUED}
+
+        wait_until(queued, timeout_s=10, what="the woken engine to queue both runs")
+    finally:
+        engine.shutdown()
