@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import redis
-
 from beat_engine.clock import Clock, SystemClock
 from beat_engine.config import EngineConfig
 from beat_engine.db_clock import DatabaseClock
@@ -12,14 +10,17 @@ from beat_engine.log_format import JsonLineFormatter
 from beat_engine.notifications import ChangeFeed
 from beat_engine.publisher import Publisher
 from beat_engine.redis_leases import RedisLeaseStore
+from scheduler_project.redis_urls import redis_from_url
 
 __all__ = ["JsonLineFormatter", "build_engine"]
 
 
 def build_engine(config: EngineConfig, *, clock: Clock | None = None) -> BeatEngine:
-    lease_client = redis.Redis.from_url(config.redis_url, socket_timeout=5)
-    broker = redis.Redis.from_url(config.broker_url, socket_timeout=10)
-    feed = ChangeFeed(redis.Redis.from_url(config.redis_url, socket_timeout=None))
+    # Plain or Sentinel URLs alike: behind Sentinel each client finds the current master on
+    # every reconnect, so after a failover the next tick's calls reach the promoted replica.
+    lease_client = redis_from_url(config.redis_url, socket_timeout=5)
+    broker = redis_from_url(config.broker_url, socket_timeout=10)
+    feed = ChangeFeed(redis_from_url(config.redis_url, socket_timeout=None))
     return BeatEngine(
         config=config,
         clock=clock or DatabaseClock(SystemClock()),

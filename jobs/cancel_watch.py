@@ -19,11 +19,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
-import redis
 from django.conf import settings
 
 from beat_engine.clock import SystemClock
 from jobs.notify import CANCELS_CHANNEL
+from scheduler_project.redis_urls import redis_from_url
 
 logger = logging.getLogger(__name__)
 # How long the listener waits on a quiet channel before looking again, and after a broken
@@ -78,7 +78,7 @@ class CancelWatch:
         return len(events)
 
     def _listen(self) -> None:
-        client = redis.Redis.from_url(settings.REDIS_URL, health_check_interval=_POLL_S)
+        client = redis_from_url(settings.REDIS_URL, health_check_interval=_POLL_S)
         while True:
             try:
                 with client.pubsub() as pubsub:

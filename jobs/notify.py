@@ -10,6 +10,8 @@ import redis
 from django.conf import settings
 from django.db import transaction
 
+from scheduler_project.redis_urls import redis_from_url
+
 logger = logging.getLogger(__name__)
 
 CHANGES_CHANNEL = "sched:changes"
@@ -19,7 +21,7 @@ CANCELS_CHANNEL = "sched:cancels"
 
 @lru_cache(maxsize=1)
 def redis_client() -> redis.Redis:  # type: ignore[type-arg]
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+    return redis_from_url(settings.REDIS_URL, socket_timeout=5)
 
 
 def _publish(message: str) -> None:

@@ -15,6 +15,7 @@ from scheduler_project.env import (
     env_list,
     env_str,
 )
+from scheduler_project.redis_urls import broker_transport_options, check_redis_url, is_sentinel_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -76,6 +77,14 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://localhost:6379/0")
+# sentinel://h1:26379;sentinel://h2:26379 URLs (REDIS_URL, CELERY_BROKER_URL) name the sentinels;
+# this names the master they monitor (docs/operations.md, "Redis failover (Sentinel)").
+REDIS_SENTINEL_MASTER = env_str("SCHEDULER_REDIS_SENTINEL_MASTER", "")
+REDIS_SENTINEL_PASSWORD = env_str("SCHEDULER_REDIS_SENTINEL_PASSWORD", "")
+check_redis_url(
+    REDIS_URL, name="REDIS_URL", master_name=REDIS_SENTINEL_MASTER,
+    sentinel_password=REDIS_SENTINEL_PASSWORD,
+)  # fmt: skip
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -163,6 +172,16 @@ JOB_MAX_TIMEOUT_S = env_int("SCHEDULER_JOB_MAX_TIMEOUT_S", 6 * 3600, minimum=1)
 # The Redis transport redelivers an unacked message after the visibility timeout; it must
 # outlast the longest job, or a healthy long run would be delivered a second time.
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {"visibility_timeout": JOB_MAX_TIMEOUT_S + 3600}
+check_redis_url(
+    CELERY_BROKER_URL, name="CELERY_BROKER_URL", master_name=REDIS_SENTINEL_MASTER,
+    sentinel_password=REDIS_SENTINEL_PASSWORD,
+)  # fmt: skip
+if is_sentinel_url(CELERY_BROKER_URL):
+    # kombu's sentinel:// transport asks these sentinels for the master named here, and again
+    # after a failover, when the consumer reconnects.
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(
+        broker_transport_options(REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD)
+    )
 # No Celery time limit: the executor enforces each job's own timeout and records it as the
 # attempt's outcome; a hard limit would kill the child before it could write that outcome.
 CELERY_TASK_TIME_LIMIT = None
@@ -198,6 +217,9 @@ SCHEDULER: dict[str, Any] = {
     # (jobs/worker_recycle.py), so none holds more.
     "MAX_ABANDONED_TARGETS": env_int("SCHEDULER_MAX_ABANDONED_TARGETS", 8, minimum=1),
     "PUBLISH_SWEEP_AFTER_S": env_float("SCHEDULER_PUBLISH_SWEEP_AFTER_S", 30.0, minimum=1.0),
+    # A beat node's default id is <hostname>-<slot>, stable across restarts; several nodes on
+    # one host need different slots (`beat_engine --slot N`).
+    "NODE_SLOT": env_int("SCHEDULER_NODE_SLOT", 0, minimum=0),
     "DEDUP_TTL_S": env_int("SCHEDULER_DEDUP_TTL_S", 7 * 24 * 3600, minimum=60),
     "PAYLOAD_MAX_BYTES": env_int("SCHEDULER_PAYLOAD_MAX_BYTES", 256 * 1024, minimum=1),
     "HTTP_ALLOWLIST": env_list("SCHEDULER_HTTP_ALLOWLIST", []),

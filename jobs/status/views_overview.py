@@ -17,11 +17,12 @@ from jobs.status import overview_data as data
 from jobs.status.access import Scope, render_page, status_view
 from jobs.status.nodes import ownership, partition_ranges
 from jobs.status.queues import queue_depths
+from scheduler_project.redis_urls import redis_from_url
 
 
 @lru_cache(maxsize=1)
 def broker_client() -> redis.Redis[bytes]:
-    return redis.Redis.from_url(broker_redis_url(settings.CELERY_BROKER_URL), socket_timeout=5)
+    return redis_from_url(broker_redis_url(settings.CELERY_BROKER_URL), socket_timeout=5)
 
 
 def _engine_panels() -> dict[str, Any]:

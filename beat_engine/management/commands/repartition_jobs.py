@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from beat_engine.layout import LayoutMismatch, jobs_repartition
 from beat_engine.redis_leases import RedisLeaseStore
 from jobs.models import Job
+from scheduler_project.redis_urls import redis_from_url
 
 
 class Command(BaseCommand):
@@ -47,7 +48,7 @@ class Command(BaseCommand):
         )
 
     def _refuse_while_engines_run(self) -> None:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+        client = redis_from_url(settings.REDIS_URL, socket_timeout=5)
         try:
             live = RedisLeaseStore(client).live_nodes()
         except redis.RedisError as exc:
