@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import socket
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 
-def default_node_id() -> str:
-    # Host and pid make logs readable; the random suffix keeps a restarted pid distinct.
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+def default_node_id(slot: int = 0) -> str:
+    """``<host>-<slot>``: the same after a restart, so the rendezvous assignment gives the
+    node back the partitions it had instead of moving them twice (docs/engine.md, "Node
+    identity"). Run several nodes on one host with different slots."""
+    return f"{socket.gethostname()}-{slot}"
 
 
 def broker_redis_url(broker_url: str) -> str:
@@ -58,14 +58,21 @@ class EngineConfig:
     # after at most this long: the mark is off the critical path of a spike. Capped at half
     # of publish_sweep_after_s (mark_within_s) so that the sweep never sees an unmarked run.
     mark_delay_s: float = 5.0
+    # While partitions of its target are still held by another node, a node asks again this
+    # often (the hand-over is announced on the change feed; this covers a lost message).
+    handover_retry_s: float = 0.25
 
     @classmethod
-    def from_settings(cls, *, node_id: str | None = None, **overrides: Any) -> EngineConfig:
+    def from_settings(
+        cls, *, node_id: str | None = None, slot: int | None = None, **overrides: Any
+    ) -> EngineConfig:
         from django.conf import settings
 
         sched = settings.SCHEDULER
+        if slot is None:
+            slot = int(sched.get("NODE_SLOT", 0))
         values: dict[str, Any] = {
-            "node_id": node_id or default_node_id(),
+            "node_id": node_id or default_node_id(slot),
             "partitions": int(sched["PARTITIONS"]),
             "lease_ttl_s": float(sched["LEASE_TTL_S"]),
             "lease_renew_s": float(sched["LEASE_RENEW_S"]),

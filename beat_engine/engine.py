@@ -71,6 +71,7 @@ class BeatEngine:
             mark_within_s=config.mark_within_s,
         )  # fmt: skip
         self.ownership = Ownership(config=config, clock=clock, store=store)
+        self.ownership.before_handover = self._before_handover
         # Sent on a thread of their own: the tick never waits for the broker that takes them.
         self._notices = notices if notices is not None else DeadLetterNotices()
         self._loaded_until: dict[int, datetime] = {}
@@ -179,6 +180,21 @@ class BeatEngine:
         self._preparer.shutdown()
         self._notices.close()
         self._webhooks.close()
+
+    def _before_handover(self) -> None:
+        """Partitions are about to be released to a node that asked: no claim of ours is in
+        flight (claims run later in the tick, and the pushes of the last one were collected),
+        and the marks of what we pushed are written now, so the new owner's takeover sweep
+        does not send those runs again. The fence stays the guard: the new owner's epoch_take
+        waits for any claim transaction still holding the rows (no stale fence,
+        docs/architecture.md, Invariants)."""
+        try:
+            self._outbox.collect()
+            self._outbox.flush()
+        except DatabaseError:
+            # Harmless: the new owner sends the unmarked runs again; the worker's
+            # compare-and-set drops the second message.
+            logger.warning("beat.mark_failed", extra={"node": self.config.node_id}, exc_info=True)
 
     # --- selection --------------------------------------------------------------------------
 

@@ -11,6 +11,9 @@ LEASE_KEY = "sched:lease:{partition}"
 # Sorted set: member a node id, score the Redis-clock millisecond its registration expires
 # (its last heartbeat plus the lease TTL).
 NODES_KEY = "sched:nodes"
+# Value: which process (host, pid, random token) runs as this node id; expires with the
+# heartbeat, so that a second process started with the same id refuses to run.
+NODE_ID_KEY = "sched:node:{node}"
 
 
 def lease_key(partition: int) -> str:

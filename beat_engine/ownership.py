@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import redis
 
@@ -38,6 +38,12 @@ class Ownership:
         self.store = store
         self.leases: dict[int, Lease] = {}
         self.next_due_mono = clock.monotonic()
+        # Partitions of our target still held by another node: asked for, taken once released.
+        self.waiting_for: frozenset[int] = frozenset()
+        # Called before partitions are handed over, so that nothing claimed under them is left
+        # unmarked for the next owner to send again (the engine flushes its outbox).
+        self.before_handover: Callable[[], None] = lambda: None
+        self._announced = False
         PARTITIONS.set(config.partitions)
 
     @property
@@ -57,12 +63,28 @@ class Ownership:
         cfg = self.config
         sent = self.clock.monotonic()
         live = self.store.heartbeat(self.node, cfg.lease_ttl_ms)
+        if not self._announced:
+            # Joining: the owners of our share hand it over at their next tick, not at their
+            # next renewal (docs/engine.md, "Hand-over").
+            self.store.announce(self.node)
+            self._announced = True
         lost = self._renew(sent)
         desired = assign_partitions(cfg.partitions, live).get(self.node, frozenset())
         plan = plan_leases(desired=desired, held=self.leases)
-        lost.extend(self.drop(plan.release, reason="rebalance"))
+        if plan.release:
+            self.before_handover()
+        handed = self.drop(plan.release, reason="rebalance")
+        if handed:
+            # The nodes now targeted for them take them as soon as they hear it.
+            self.store.announce(self.node)
+        lost.extend(handed)
         gained = [p for p in sorted(plan.acquire) if self._acquire(p)]
+        self.waiting_for = frozenset(plan.acquire) - frozenset(gained)
         self.next_due_mono = sent + cfg.lease_renew_s
+        if self.waiting_for:
+            # Their owner releases them when it hears of us and announces it; should either
+            # message be lost, ask again soon rather than a whole renewal period later.
+            self.next_due_mono = sent + min(cfg.lease_renew_s, cfg.handover_retry_s)
         PARTITIONS_OWNED.set(len(self.leases))
         if gained or lost:
             # One line per rebalance, however many partitions moved: a node starting alone

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
 import redis
 
-from beat_engine.lease_keys import LEASE_KEY, NODES_KEY
+from beat_engine.lease_keys import LEASE_KEY, NODE_ID_KEY, NODES_KEY
 
 __all__ = ["LEASE_KEY", "NODES_KEY", "RedisLeaseStore"]
 
-# Published when a node leaves, so the others rebalance at once instead of at their next renewal.
+# Published when a node joins, leaves or hands partitions over, so the others rebalance at once
+# instead of at their next renewal.
 NODES_CHANNEL = "sched:nodes:changed"
 
 # Extend every lease in KEYS that ARGV[1] still holds; returns the 1-based indexes extended.
@@ -47,6 +51,33 @@ return redis.call('ZRANGE', KEYS[1], 0, -1)
 """
 
 
+# Take the node id for this process (ARGV[1]) unless another live process holds it; returns the
+# holder when it is another. The heartbeat keeps it (HEARTBEAT_LUA), leaving deletes it.
+CLAIM_NODE_ID_LUA = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then
+    return holder
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+"""
+
+# The node id's key is refreshed only while it is ours (or gone, after a Redis flush): a
+# second process started with the same id never takes it over from a live one.
+KEEP_NODE_ID_LUA = """
+local holder = redis.call('GET', KEYS[1])
+if holder == false or holder == ARGV[1] then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+"""
+
+FORGET_NODE_ID_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('DEL', KEYS[1])
+end
+"""
+
+
 def _lease_key(partition: int) -> str:
     return LEASE_KEY.format(partition=partition)
 
@@ -57,6 +88,12 @@ class RedisLeaseStore:
         self._extend = client.register_script(EXTEND_IF_OWNER_LUA)
         self._release = client.register_script(RELEASE_IF_OWNER_LUA)
         self._heartbeat = client.register_script(HEARTBEAT_LUA)
+        self._claim_node_id = client.register_script(CLAIM_NODE_ID_LUA)
+        self._keep_node_id = client.register_script(KEEP_NODE_ID_LUA)
+        self._forget_node_id = client.register_script(FORGET_NODE_ID_LUA)
+        # Who this process is, for a second process started with the same node id to name.
+        self._instance = f"{socket.gethostname()} pid {os.getpid()} {os.urandom(4).hex()}"
+        self._node_id_claimed: str | None = None
 
     def acquire(self, partition: int, node: str, ttl_ms: int) -> bool:
         return bool(self._client.set(_lease_key(partition), node, nx=True, px=ttl_ms))
@@ -77,7 +114,19 @@ class RedisLeaseStore:
         value = self._client.get(_lease_key(partition))
         return None if value is None else bytes(value).decode()
 
+    def claim_node_id(self, node: str, ttl_ms: int) -> str | None:
+        """Take ``node`` for this process; returns the live process holding it, if another."""
+        holder = self._claim_node_id(
+            keys=[NODE_ID_KEY.format(node=node)], args=[self._instance, ttl_ms]
+        )
+        if holder:
+            return bytes(holder).decode()
+        self._node_id_claimed = node
+        return None
+
     def heartbeat(self, node: str, ttl_ms: int) -> list[str]:
+        if self._node_id_claimed == node:
+            self._keep_node_id(keys=[NODE_ID_KEY.format(node=node)], args=[self._instance, ttl_ms])
         members = self._heartbeat(keys=[NODES_KEY], args=[node, ttl_ms])
         return sorted(bytes(m).decode() for m in members)
 
@@ -90,4 +139,10 @@ class RedisLeaseStore:
 
     def leave(self, node: str) -> None:
         self._client.zrem(NODES_KEY, node)
+        if self._node_id_claimed == node:
+            self._forget_node_id(keys=[NODE_ID_KEY.format(node=node)], args=[self._instance])
+            self._node_id_claimed = None
+        self.announce(node)
+
+    def announce(self, node: str) -> None:
         self._client.publish(NODES_CHANNEL, node)

@@ -12,7 +12,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from beat_engine.clock import SystemClock
 from beat_engine.config import EngineConfig
+from beat_engine.engine import BeatEngine
 from beat_engine.layout import LayoutMismatch, layout_ensure
 from beat_engine.log_format import JsonLineFormatter, TextLineFormatter
 from beat_engine.metrics import start_node_exporter
@@ -23,7 +25,15 @@ class Command(BaseCommand):
     help = "Run one node of the distributed beat engine; any number may run at once."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--node-id", default=None, help="stable name of this node")
+        parser.add_argument(
+            "--node-id", default=None,
+            help="stable name of this node (default: <hostname>-<slot>, the same after a restart)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--slot", type=int, default=None,
+            help="this node's number on its host, for the default node id "
+            "(default SCHEDULER_NODE_SLOT, 0); one per node on a host",
+        )  # fmt: skip
         parser.add_argument(
             "--metrics-port", type=int, default=None,
             help="serve Prometheus metrics on this port of SCHEDULER_METRICS_ADDR "
@@ -43,7 +53,9 @@ class Command(BaseCommand):
         engine_logger.addHandler(handler)
         engine_logger.setLevel(logging.INFO)
         engine_logger.propagate = False
-        config = EngineConfig.from_settings(node_id=options["node_id"])
+        if options["slot"] is not None and options["slot"] < 0:
+            raise CommandError("--slot must be 0 or more")
+        config = EngineConfig.from_settings(node_id=options["node_id"], slot=options["slot"])
         try:
             # Jobs in partitions this engine does not know would never fire: refuse to start.
             layout_ensure(config.partitions)
@@ -58,6 +70,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, _stop)
         start_node_exporter(options["metrics_port"])
         engine = build_engine(config)
+        claim_node_id(engine, stop)
         logging.getLogger("beat_engine").info(
             "beat.start",
             extra={"node": config.node_id, "partitions": config.partitions,
@@ -65,3 +78,21 @@ class Command(BaseCommand):
         )  # fmt: skip
         engine.run(stop)
         logging.getLogger("beat_engine").info("beat.stop", extra={"node": config.node_id})
+
+
+def claim_node_id(engine: BeatEngine, stop: threading.Event) -> None:
+    """Run as the node id only if no other live process does. A node restarted after a crash
+    finds its previous process's claim until that expires (one lease TTL) and waits for it;
+    a second process started with the id of a running one gives up after that and exits."""
+    config = engine.config
+    deadline = SystemClock().monotonic() + config.lease_ttl_s + 1.0
+    while True:
+        holder = engine.ownership.store.claim_node_id(config.node_id, config.lease_ttl_ms)
+        if holder is None:
+            return
+        if stop.is_set() or SystemClock().monotonic() >= deadline:
+            raise CommandError(
+                f"node id {config.node_id!r} is in use by a running process ({holder}); "
+                f"give this node another --node-id or --slot"
+            )
+        stop.wait(0.2)
