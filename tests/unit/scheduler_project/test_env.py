@@ -71,3 +71,50 @@ def test_env_getters_reject_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("X_INT", "0")
     with pytest.raises(ConfigError, match="at least 1"):
         env_int("X_INT", 5, minimum=1)
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "port", "options"),
+    [
+        (
+            "postgresql://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write",
+            "h1,h2",
+            "5432,5433",
+            {"target_session_attrs": "read-write", "connect_timeout": "5"},
+        ),
+        (
+            "postgresql://u:@/db?host=/run/a,/run/b&target_session_attrs=read-write",
+            "/run/a,/run/b",
+            "",
+            {"target_session_attrs": "read-write", "connect_timeout": "5"},
+        ),
+        (
+            "postgresql://u@h1,h2/db?target_session_attrs=read-write&connect_timeout=2",
+            "h1,h2",
+            "",
+            {"target_session_attrs": "read-write", "connect_timeout": "2"},
+        ),
+    ],
+)
+def test_database_from_url_keeps_libpq_host_lists(
+    url: str, host: str, port: str, options: dict[str, str]
+) -> None:
+    parsed = database_from_url(url)
+    assert (parsed["NAME"], parsed["USER"], parsed["HOST"], parsed["PORT"]) == (
+        "db", "u", host, port,
+    )  # fmt: skip
+    assert parsed["OPTIONS"] == options
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("postgresql://u@h1/db?no_such_parameter=1", "no_such_parameter"),
+        ("postgresql://u@h1:http/db", "invalid port 'http'"),
+        ("postgresql://u@h1:1,h2:2/db?port=1,2,3", "3 ports for 2 hosts"),
+        ("postgresql://u@/db?host=/a,,/b", "empty host"),
+    ],
+)
+def test_database_from_url_refuses_unusable_urls(url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        database_from_url(url)
