@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import redis
 
+from beat_engine.clock import Clock, SystemClock
 from beat_engine.redis_leases import NODES_CHANNEL
 from jobs.notify import CHANGES_CHANNEL
 
@@ -31,8 +32,9 @@ class ChangeFeed:
     """Lost messages are tolerable (the engine reloads its horizon periodically), so a Redis
     error only drops the subscription until the next call re-creates it."""
 
-    def __init__(self, client: redis.Redis[bytes]) -> None:
+    def __init__(self, client: redis.Redis[bytes], *, clock: Clock | None = None) -> None:
         self._client = client
+        self._clock = clock or SystemClock()
         self._pubsub: redis.client.PubSub | None = None
         self._pending = Changes()
 
@@ -71,8 +73,14 @@ class ChangeFeed:
             logger.warning("beat.notifications.malformed", extra={"data": repr(message)[:200]})
 
     def wait(self, timeout_s: float) -> None:
-        """Block up to ``timeout_s`` for the first message; the engine's sleep."""
-        self._read(timeout_s)
+        """Block up to ``timeout_s`` for the first message; the engine's sleep.
+
+        With Redis unreachable (a master failing over) the read fails at once; the rest of the
+        timeout is slept, or the engine's loop would spin on failing ticks instead of pausing.
+        """
+        started = self._clock.monotonic()
+        if not self._read(timeout_s) and self._pubsub is None:
+            self._clock.sleep(max(0.0, timeout_s - (self._clock.monotonic() - started)))
 
     def drain(self) -> Changes:
         """Everything received so far, without blocking."""
