@@ -30,6 +30,8 @@ from beat_engine.quotas import TenantAllowances
 from beat_engine.sweep import sweep_lost_publishes
 from beat_engine.timers import fire_timers
 from beat_engine.webhook_sender import WebhookSender
+from jobs import metrics as jobs_metrics
+from jobs.db_failover import backoff_s, connection_lost
 from jobs.services.reasons import reasons_purge
 
 logger = logging.getLogger("beat_engine")
@@ -143,18 +145,24 @@ class BeatEngine:
 
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set, then release every lease at once."""
+        lost = 0
         try:
             while not stop.is_set():
                 try:
                     with metrics.TICK_DURATION.time():
                         wait = self.tick()
-                except Exception:
+                    lost = 0
+                except Exception as exc:
                     # The loop's one broad except: a database or Redis outage must not end
                     # the node; the next tick retries on a fresh connection.
-                    logger.exception("beat.tick_failed", extra={"node": self.config.node_id})
                     metrics.count(metrics.ENGINE_ERRORS)
                     connection.close()
-                    wait = 1.0
+                    if connection_lost(exc):
+                        lost += 1
+                        wait = self._database_lost(exc, lost)
+                    else:
+                        logger.exception("beat.tick_failed", extra={"node": self.config.node_id})
+                        wait = 1.0
                 if wait > 0 and not stop.is_set():
                     if self.feed is not None:
                         self.feed.wait(wait)
@@ -162,6 +170,20 @@ class BeatEngine:
                         self.clock.sleep(wait)
         finally:
             self.shutdown()
+
+    def _database_lost(self, exc: Exception, failures: int) -> float:
+        """The primary is gone (a failover): the next tick connects again through libpq's host
+        list, soon, then backing off, so the node resumes within a fraction of a second of a
+        promotion. Repeating the tick is safe: a claim whose commit was lost with the
+        connection is a compare-and-set keyed by the firing's unique key, so the next claim
+        re-reads those rows and inserts only what is not there; a timer or sweep repeats the
+        same compare-and-sets; the fence checks run again on the new primary."""
+        logger.warning(
+            "beat.database_lost",
+            extra={"node": self.config.node_id, "failures": failures, "error": str(exc)[:200]},
+        )
+        jobs_metrics.DB_RECONNECTS.labels(site="retry").inc()
+        return backoff_s(failures)
 
     def shutdown(self) -> None:
         try:

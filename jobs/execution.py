@@ -17,6 +17,7 @@ from django.conf import settings
 from beat_engine.backoff import retry_delay
 from beat_engine.clock import Clock
 from jobs import cancel_watch, metrics, result_writer
+from jobs.db_failover import connection_lost, drop_connection, retry_on_failover
 from jobs.models import TargetKind
 from jobs.outcomes import Disposition, ResultKind, TargetResult, disposition_for
 from jobs.services import run_results, runs, starts
@@ -122,9 +123,13 @@ def _supervise(
 def _heartbeat(run: StartedRun, clock: Clock) -> ResultKind | None:
     try:
         beat = runs.run_heartbeat(run_id=run.id, attempt=run.attempt, now=clock.now())
-    except Exception:  # boundary of the heartbeat loop: log, count, keep heartbeating
+    except Exception as exc:  # boundary of the heartbeat loop: log, count, keep heartbeating
         logger.exception("execution.heartbeat.failed", extra={"run_id": str(run.id)})
         metrics.HEARTBEAT_ERRORS.inc()
+        if connection_lost(exc):
+            # Or every later heartbeat fails on the dead connection too, and the run's lease
+            # lapses while its target still runs: the next one connects to the new primary.
+            drop_connection()
         return None
     if not beat.alive:
         logger.warning(
@@ -162,7 +167,13 @@ def _execute(
 ) -> ExecutionOutcome:
     worker_id = worker or worker_name()
     started_at = clock.now()
-    started = starts.run_start(run_id=run_id, attempt=attempt, worker=worker_id, now=started_at)
+    # Repeated on a new connection while the primary is lost (jobs/db_failover.py): the start
+    # is a compare-and-set queued -> running at this attempt, so when the lost try had
+    # committed, the repeat finds the run already running and drops this delivery as stale;
+    # the target is not run, and the reaper queues the next attempt once the lease lapses.
+    started = retry_on_failover(
+        starts.run_start, run_id=run_id, attempt=attempt, worker=worker_id, now=started_at
+    )
     if started.outcome == starts.StartOutcome.STALE:
         # At-least-once delivery: a redelivered or superseded message finds nothing to flip.
         logger.info(

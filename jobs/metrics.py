@@ -94,6 +94,11 @@ OUTCOME_WRITE_RETRIES = Counter(
     "scheduler_outcome_write_retries_total",
     "Outcome writes tried again after a deadlock or serialization failure.",
 )
+DB_RECONNECTS = Counter(
+    "scheduler_db_reconnects_total",
+    "Connections dropped because the PostgreSQL primary was gone, by where it was seen.",
+    ["site"],
+)
 HEARTBEAT_ERRORS = Counter(
     "scheduler_heartbeat_errors_total", "Heartbeats of running attempts that raised."
 )

@@ -42,6 +42,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # No primary reachable (a PostgreSQL failover): 503 with Retry-After, not 500.
+    "jobs.db_unavailable.DatabaseUnavailableMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -217,6 +219,10 @@ SCHEDULER: dict[str, Any] = {
     # (jobs/worker_recycle.py), so none holds more.
     "MAX_ABANDONED_TARGETS": env_int("SCHEDULER_MAX_ABANDONED_TARGETS", 8, minimum=1),
     "PUBLISH_SWEEP_AFTER_S": env_float("SCHEDULER_PUBLISH_SWEEP_AFTER_S", 30.0, minimum=1.0),
+    # How long a statement that is safe to repeat is tried again while no PostgreSQL primary
+    # answers (jobs/db_failover.py): longer than a promotion takes, shorter than a run lease
+    # would make a repeated outcome write pointless (docs/operations.md, "PostgreSQL failover").
+    "DB_FAILOVER_WINDOW_S": env_float("SCHEDULER_DB_FAILOVER_WINDOW_S", 30.0, minimum=0.0),
     # A beat node's default id is <hostname>-<slot>, stable across restarts; several nodes on
     # one host need different slots (`beat_engine --slot N`).
     "NODE_SLOT": env_int("SCHEDULER_NODE_SLOT", 0, minimum=0),

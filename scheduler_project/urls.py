@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
@@ -9,6 +11,7 @@ from django.views import defaults
 
 from jobs.api.base import REQUEST_ID_HEADER, request_id_from
 from jobs.api.errors import error_body
+from jobs.db_unavailable import database_unavailable, unavailable_response
 from jobs.metrics import render
 
 
@@ -39,6 +42,10 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
+    # Called while the error is being handled; one raised outside a view (a middleware's
+    # session write) that found no primary is a 503 too (jobs/db_unavailable.py).
+    if database_unavailable(sys.exc_info()[1]):
+        return unavailable_response(request)
     if request.path.startswith("/v1/"):
         return _json_error(request, 500, "internal", "internal error")
     return defaults.server_error(request)

@@ -16,11 +16,12 @@ from django.core.exceptions import (
     SuspiciousOperation,
     TooManyFieldsSent,
 )
-from django.db import DataError, IntegrityError
+from django.db import DatabaseError, DataError, IntegrityError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from jobs.db_failover import UNAVAILABLE_MESSAGE, connection_lost, web_request_unavailable
 from jobs.errors import (
     HasDependents,
     IdempotencyKeyReused,
@@ -158,6 +159,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return _suspicious(exc, request_id)
     if isinstance(exc, exceptions.APIException):
         return _api_exception(exc, request_id)
+    if isinstance(exc, DatabaseError) and connection_lost(exc):
+        # No primary reachable (a PostgreSQL failover): come back later, not "internal error".
+        return Response(
+            error_body("unavailable", UNAVAILABLE_MESSAGE, request_id),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers=web_request_unavailable(),
+        )
     if isinstance(exc, IntegrityError):
         # A race lost to another request (same name, same firing instant): retrying decides.
         logger.info("api.conflict", extra={"request_id": request_id})

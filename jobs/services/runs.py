@@ -16,6 +16,7 @@ from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
 from jobs import metrics
+from jobs.db_failover import retry_on_failover
 from jobs.models import DeadLetter, JobRun, RunAttempt
 from jobs.notify import notify_runs_cancelled
 from jobs.services import dag_handoff
@@ -202,8 +203,16 @@ R = TypeVar("R")
 
 
 def _retried(write: Callable[P, R]) -> Callable[P, R]:
+    """Also repeated, on a new connection, while the primary is lost (jobs/db_failover.py):
+    when the connection died after the server committed, the repeat matches no running row at
+    this attempt and is refused as stale, so an outcome is never applied twice."""
+
     @functools.wraps(write)
     def retrying(*args: P.args, **kwargs: P.kwargs) -> R:
+        return retry_on_failover(_retried_on_conflict, *args, **kwargs)
+
+    @functools.wraps(write)
+    def _retried_on_conflict(*args: P.args, **kwargs: P.kwargs) -> R:
         for tries_left in range(OUTCOME_WRITE_TRIES - 1, -1, -1):
             try:
                 return write(*args, **kwargs)
