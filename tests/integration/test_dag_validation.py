@@ -100,6 +100,16 @@ def test_parents_missing_foreign_cancelled_repeated_or_too_many_are_refused() ->
     assert _edges(tenant) == set()
 
 
+def test_an_unknown_trigger_rule_is_refused() -> None:
+    tenant = tenant_factory()
+    root = job_factory(tenant, cron=HOURLY)
+
+    message = _refused("trigger_rule", lambda: _child(tenant, [root], trigger_rule="any_success"))
+
+    assert "all_success, all_done" in message
+    assert not Job.objects.filter(tenant=tenant, kind=JobKind.DEPENDENT).exists()
+
+
 def test_roots_with_different_schedules_are_refused_and_named() -> None:
     tenant = tenant_factory()
     hourly = job_factory(tenant, name="hourly", cron=HOURLY)
