@@ -75,6 +75,9 @@ class BeatNode:
     env_overrides: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    # Started with `--slot N` instead of `--node-id`: the node names itself <hostname>-<N>
+    # (node_id then only names the log file).
+    slot: int | None = None
 
     @property
     def log_path(self) -> Path:
@@ -89,10 +92,15 @@ class BeatNode:
         self.starts += 1
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "beat_engine", "--node-id", self.node_id],
+            [sys.executable, "manage.py", "beat_engine", *self._identity_args()],
             cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True,
         )  # fmt: skip
         log.close()
+
+    def _identity_args(self) -> list[str]:
+        if self.slot is not None:
+            return ["--slot", str(self.slot)]
+        return ["--node-id", self.node_id]
 
     def signal(self, fault: Fault) -> None:
         assert self.process is not None
