@@ -590,5 +590,7 @@ class PartitionEpochAdmin(ReadOnlyAdmin):
         return bool(request.user.is_superuser)
 
 
-# Notification webhooks have an admin module of their own; imported here to register it.
+# Admin modules of their own, imported here to register them: the result backend's pages,
+# which carry no tenant and are narrowed to superusers, and notification webhooks.
+import jobs.admin_results  # noqa: E402
 import jobs.admin_webhooks  # noqa: E402, F401

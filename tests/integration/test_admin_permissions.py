@@ -191,3 +191,23 @@ def test_superuser_picks_any_active_tenant_and_view_site_leads_to_status() -> No
     assert "acme-corp" in page
     assert "globex-inc" in page
     assert 'href="/status/"' in index
+
+
+def test_result_backend_pages_answer_only_superusers() -> None:
+    # TaskResult rows carry no tenant: staff holding the library's view permission would
+    # otherwise read every tenant's stored results and tracebacks.
+    tenant = tenant_factory(name="acme")
+    user = User.objects.create(username="results-reader", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="django_celery_results",
+            codename__in=["view_taskresult", "view_groupresult"],
+        )
+    )
+    TenantMember.objects.create(user=user, tenant=tenant)
+    reader = login(user)
+    listing = reverse("admin:django_celery_results_taskresult_changelist")
+    assert reader.get(listing).status_code == 403
+    assert "django_celery_results" not in reader.get(reverse("admin:index")).content.decode()
+    root = login(User.objects.create(username="root", is_staff=True, is_superuser=True))
+    assert root.get(listing).status_code == 200
