@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -44,6 +44,10 @@ FORBIDDEN_HEADERS = frozenset(
 MAX_TIMEOUT = timedelta(seconds=settings.JOB_MAX_TIMEOUT_S)
 MAX_JITTER = timedelta(hours=1)
 MAX_INTERVAL = timedelta(days=366)
+# An instant asked about ("why didn't it fire then?") lies in the range schedules are evaluated
+# over; outside it the evaluator's date arithmetic would overflow rather than answer.
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(2200, 1, 1, tzinfo=UTC)
 
 
 def validate_name(name: str) -> str:
@@ -84,6 +88,21 @@ def validate_run_at(run_at: datetime, *, now: datetime) -> None:
         raise InvalidSchedule(
             "run_at", f"is more than {conf['RUN_AT_MAX_HORIZON_DAYS']} days in the future"
         )
+
+
+def validate_instant(field: str, at: datetime) -> datetime:
+    """``at`` in UTC, or InvalidInput when it is naive or outside the evaluated range."""
+    if at.utcoffset() is None:
+        raise InvalidInput(field, "must include a UTC offset (for example 2026-01-01T09:00Z)")
+    try:
+        in_utc = at.astimezone(UTC)
+    except OverflowError:
+        in_utc = EARLIEST_INSTANT - timedelta(days=1) if at.year < 2000 else LATEST_INSTANT
+    if not EARLIEST_INSTANT <= in_utc < LATEST_INSTANT:
+        raise InvalidInput(
+            field, f"must lie from {EARLIEST_INSTANT:%Y-%m-%d} to before {LATEST_INSTANT:%Y-%m-%d}"
+        )
+    return in_utc
 
 
 def _check_json_value(value: Any, depth: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -15,8 +16,10 @@ from beat_engine.db_clock import DatabaseClock
 from jobs import selectors
 from jobs.api.base import ApiView, errors
 from jobs.api.fields import AwareDateTimeField, StrictQuery
+from jobs.errors import InvalidInput
 from jobs.explain_rules import Verdict
 from jobs.services.explain import explain_firing
+from jobs.validation import validate_instant
 
 # One clock (docs/architecture.md, Invariants): "not yet due" and "due for 3 s" are judged on
 # the clock the engine judged the firing on.
@@ -25,6 +28,12 @@ _clock = DatabaseClock(SystemClock())
 
 class ExplainQuery(StrictQuery):
     at = AwareDateTimeField(help_text="The instant asked about, ISO 8601 with an offset.")
+
+    def validate_at(self, value: datetime) -> datetime:
+        try:
+            return validate_instant("at", value)
+        except InvalidInput as exc:
+            raise serializers.ValidationError(exc.message) from None
 
 
 class ExplainOut(serializers.Serializer[Any]):

@@ -16,10 +16,12 @@ from django.http import HttpRequest, HttpResponse
 
 from beat_engine.db_clock import read_database_clock
 from beat_engine.schedules import last_fires
+from jobs.errors import InvalidInput
 from jobs.models import Job
 from jobs.services.explain import explain_firing
 from jobs.services.jobs import schedule_spec
 from jobs.status.access import Scope, job_or_404, render_page, status_view
+from jobs.validation import validate_instant
 
 RECENT_FIRINGS = 6
 _RECENT_LOOKBACK = timedelta(days=40)
@@ -47,7 +49,10 @@ def parse_instant(text: str, zone: str) -> datetime:
         raise ValueError(f"not an ISO 8601 instant: {text!r}") from None
     if value.utcoffset() is None:
         value = value.replace(tzinfo=ZoneInfo(zone))
-    return value
+    try:
+        return validate_instant("at", value)
+    except InvalidInput as exc:
+        raise ValueError(exc.message) from None
 
 
 def _recent_firings(job: Job, now: datetime) -> list[datetime]:

@@ -139,6 +139,9 @@ def test_why_bad_input_is_a_400_with_the_fields_error(superuser: Client) -> None
     response = superuser.get("/status/why/", {"job": job.pk, "at": "yesterday-ish"})
     assert response.status_code == 400
     assert b"not an ISO 8601 instant" in response.content
+    response = superuser.get("/status/why/", {"job": job.pk, "at": "0001-01-01T00:00:00+05:00"})
+    assert response.status_code == 400
+    assert b"must lie from 1970-01-01" in response.content
 
 
 def test_why_for_another_tenants_job_is_a_404() -> None:

@@ -37,7 +37,19 @@ def test_a_due_firing_no_engine_claimed_is_engine_late(alice: ApiClient) -> None
     assert body["evidence"]["behind_s"] > 0
 
 
-@pytest.mark.parametrize("at", ["yesterday", "2026-01-02T08:00:00", "", "2026-13-01T00:00:00Z"])
+@pytest.mark.parametrize(
+    "at",
+    [
+        "yesterday",
+        "2026-01-02T08:00:00",
+        "",
+        "2026-13-01T00:00:00Z",
+        # Outside the evaluated range: the evaluator's arithmetic would overflow.
+        "0001-01-01T00:00:00+05:00",
+        "9999-12-31T23:59:59-05:00",
+        "1969-12-31T23:59:59Z",
+    ],
+)
 def test_a_bad_instant_is_400_naming_the_field(alice: ApiClient, at: str) -> None:
     job_id = _job(alice)
     response = alice.get(f"/v1/jobs/{job_id}/explain", at=at)
