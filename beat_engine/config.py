@@ -61,6 +61,9 @@ class EngineConfig:
     # While partitions of its target are still held by another node, a node asks again this
     # often (the hand-over is announced on the change feed; this covers a lost message).
     handover_retry_s: float = 0.25
+    # The lease keeper renews on its own thread only while the engine's loop came round
+    # within this long (beat_engine/lease_keeper.py): a hung loop's partitions fail over.
+    keeper_stall_s: float = 30.0
 
     @classmethod
     def from_settings(

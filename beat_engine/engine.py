@@ -19,6 +19,7 @@ from beat_engine.errors import FencedOut
 from beat_engine.fencing import epochs_current
 from beat_engine.heap import DueEntry, DueHeap, interleave_by_tenant
 from beat_engine.horizon import load_horizon, load_jobs
+from beat_engine.lease_keeper import LeaseKeeper
 from beat_engine.leases import Lease, LeaseStore
 from beat_engine.notices import DeadLetterNotices
 from beat_engine.notifications import ChangeFeed, Changes
@@ -74,6 +75,9 @@ class BeatEngine:
         )  # fmt: skip
         self.ownership = Ownership(config=config, clock=clock, store=store)
         self.ownership.before_handover = self._before_handover
+        # Renews the leases from a thread of its own while a tick is busy (run() starts it;
+        # tests driving tick() on a FakeClock renew in the tick only).
+        self._keeper = LeaseKeeper(self.ownership, clock, stall_s=config.keeper_stall_s)
         # Sent on a thread of their own: the tick never waits for the broker that takes them.
         self._notices = notices if notices is not None else DeadLetterNotices()
         self._loaded_until: dict[int, datetime] = {}
@@ -146,6 +150,7 @@ class BeatEngine:
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set, then release every lease at once."""
         lost = 0
+        self.start_lease_keeper()
         try:
             while not stop.is_set():
                 try:
@@ -185,7 +190,12 @@ class BeatEngine:
         jobs_metrics.DB_RECONNECTS.labels(site="retry").inc()
         return backoff_s(failures)
 
+    def start_lease_keeper(self) -> None:
+        self._keeper.start()
+
     def shutdown(self) -> None:
+        # Before the leases are released: the keeper must not extend a lease being let go.
+        self._keeper.stop()
         try:
             self._outbox.flush()
         except DatabaseError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable
 
 import redis
@@ -44,6 +45,15 @@ class Ownership:
         # unmarked for the next owner to send again (the engine flushes its outbox).
         self.before_handover: Callable[[], None] = lambda: None
         self._announced = False
+        # The lease keeper (beat_engine/lease_keeper.py) renews from its own thread: it
+        # replaces held leases' values under this lock and never adds or removes one, so a
+        # lease the engine dropped meanwhile is not brought back.
+        self._lock = threading.Lock()
+        # When the leases were last extended (by either thread), and when the engine's loop
+        # last came round: the keeper renews only while the loop is alive.
+        self.renewed_mono = clock.monotonic()
+        self.alive_mono = self.renewed_mono
+        self._live: list[str] = []
         PARTITIONS.set(config.partitions)
 
     @property
@@ -58,11 +68,13 @@ class Ownership:
 
     def maintain(self, mono: float) -> tuple[list[int], list[int]]:
         """Heartbeat, renew, rebalance when due; returns (partitions gained, partitions lost)."""
+        self.alive_mono = mono
         if mono < self.next_due_mono:
             return [], []
         cfg = self.config
         sent = self.clock.monotonic()
         live = self.store.heartbeat(self.node, cfg.lease_ttl_ms)
+        self._live = live
         if not self._announced:
             # Joining: the owners of our share hand it over at their next tick, not at their
             # next renewal (docs/engine.md, "Hand-over").
@@ -108,18 +120,45 @@ class Ownership:
         extended = set(self.store.extend(held, self.node, cfg.lease_ttl_ms))
         lost = [p for p in held if p not in extended]
         count(LEASE_RENEWALS, len(held) - len(lost))
-        for p in held:
-            if p in extended:
-                self.leases[p] = lease_renewed(
-                    self.leases[p], sent_at_mono=sent, ttl_s=cfg.lease_ttl_s,
-                    renew_s=cfg.lease_renew_s,
-                )  # fmt: skip
-            else:
-                del self.leases[p]
+        with self._lock:
+            for p in held:
+                if p in extended:
+                    self.leases[p] = lease_renewed(
+                        self.leases[p], sent_at_mono=sent, ttl_s=cfg.lease_ttl_s,
+                        renew_s=cfg.lease_renew_s,
+                    )  # fmt: skip
+                else:
+                    del self.leases[p]
+            self.renewed_mono = max(self.renewed_mono, sent)
         if lost:
             count(LEASES_LOST, len(lost))
             logger.warning("beat.lease.lost", extra={"node": self.node, "partitions": lost})
         return lost
+
+    def keep_alive(self) -> None:
+        """Heartbeat and extend the held leases, without rebalancing: the lease keeper's
+        step (beat_engine/lease_keeper.py). A lease not extended is left to lapse locally;
+        the engine's next renewal finds it lost and drops it (with its heap entries)."""
+        cfg = self.config
+        with self._lock:
+            held = dict(self.leases)
+        if not held or not self._announced:
+            return
+        sent = self.clock.monotonic()
+        live = self.store.heartbeat(self.node, cfg.lease_ttl_ms)
+        extended = set(self.store.extend(sorted(held), self.node, cfg.lease_ttl_ms))
+        with self._lock:
+            for p, lease in held.items():
+                if p in extended and self.leases.get(p) is lease:
+                    self.leases[p] = lease_renewed(
+                        lease, sent_at_mono=sent, ttl_s=cfg.lease_ttl_s,
+                        renew_s=cfg.lease_renew_s,
+                    )  # fmt: skip
+            self.renewed_mono = max(self.renewed_mono, sent)
+        count(LEASE_RENEWALS, len(extended))
+        if live != self._live:
+            # A node joined or left while the engine was busy: rebalance at its next tick.
+            self.rebalance_soon()
 
     def _acquire(self, partition: int) -> bool:
         cfg = self.config
@@ -134,17 +173,19 @@ class Ownership:
             if not taken:
                 # Without an epoch the lease is useless; free it for a node that can use it.
                 self.store.release([partition], self.node)
-        self.leases[partition] = lease_from_grant(
-            partition=partition, node=self.node, epoch=epoch, sent_at_mono=sent,
-            ttl_s=cfg.lease_ttl_s, renew_s=cfg.lease_renew_s,
-        )  # fmt: skip
+        with self._lock:
+            self.leases[partition] = lease_from_grant(
+                partition=partition, node=self.node, epoch=epoch, sent_at_mono=sent,
+                ttl_s=cfg.lease_ttl_s, renew_s=cfg.lease_renew_s,
+            )  # fmt: skip
         count(LEASES_ACQUIRED)
         return True
 
     def drop(self, partitions: Iterable[int], *, reason: str = "fenced") -> list[int]:
-        gone = sorted(p for p in partitions if p in self.leases)
-        for p in gone:
-            del self.leases[p]
+        with self._lock:
+            gone = sorted(p for p in partitions if p in self.leases)
+            for p in gone:
+                del self.leases[p]
         if gone:
             self.store.release(gone, self.node)
             logger.info(
@@ -161,6 +202,7 @@ class Ownership:
             self.store.leave(self.node)
         except redis.RedisError:
             logger.warning("beat.lease.release_failed", extra={"node": self.node}, exc_info=True)
-        self.leases.clear()
+        with self._lock:
+            self.leases.clear()
         PARTITIONS_OWNED.set(0)
         return gone
