@@ -12,7 +12,7 @@ import psycopg
 import redis
 
 from bench.compare.contender import Firing, Victim, run_register, spawn
-from bench.compare.workload import FAILOVER_LEASE_S, Case
+from bench.compare.workload import FAILOVER_LEASE_S, FAILOVER_RENEW_S, Case
 
 RUNS_SQL = """
 SELECT r.id::text, j.name,
@@ -47,7 +47,11 @@ class Ours:
     ) -> list[subprocess.Popen[bytes]]:
         argv = [sys.executable, "manage.py", "beat_engine"]
         if case.scenario == "failover":
-            env = {**env, "SCHEDULER_LEASE_TTL_S": str(FAILOVER_LEASE_S)}
+            env = {
+                **env,
+                "SCHEDULER_LEASE_TTL_S": str(FAILOVER_LEASE_S),
+                "SCHEDULER_LEASE_RENEW_S": str(FAILOVER_RENEW_S),
+            }
         return [
             spawn([*argv, "--node-id", f"bench-{i}"], out_dir, env, f"{self.name}-{i}")
             for i in range(self.nodes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 CELERY_PEERS = ("celery-beat", "django-celery-beat", "redbeat")
@@ -18,7 +19,10 @@ OURS = ("ours-1", "ours-2")
 FAILOVER_CONTENDERS = ("ours-2", "redbeat")
 # Both sides get the same 10 s: our lease TTL (SCHEDULER_LEASE_TTL_S, its default) and
 # RedBeat's `redbeat_lock_timeout` (whose default, 5 x beat_max_loop_interval, is 25 minutes).
-FAILOVER_LEASE_S = 10.0
+# BENCH_FAILOVER_LEASE_S changes it for both, e.g. 3 for a short-lease run.
+FAILOVER_LEASE_S = float(os.environ.get("BENCH_FAILOVER_LEASE_S") or 10.0)
+# Our renewal period under that TTL: the default 3 s, at most a third of the TTL.
+FAILOVER_RENEW_S = min(3.0, FAILOVER_LEASE_S / 3)
 # RedBeat's standby retries the lock every beat_max_loop_interval (celery's default 300 s);
 # 5 s is django-celery-beat's default and keeps the standby's polling below the lock timeout.
 REDBEAT_MAX_LOOP_S = 5.0
