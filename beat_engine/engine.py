@@ -129,6 +129,13 @@ class BeatEngine:
             # those firings' lateness. A push of the old owner's that raced ours makes a
             # second message of the same run, which the worker's compare-and-set drops.
             self._sweep(now, only=gained, unpublished_after=timedelta(0))
+        if gained and self.ownership.waiting_for:
+            # Loading a share takes a while; partitions released to us meanwhile are taken
+            # now rather than after this tick's claims (docs/engine.md, "Hand-over").
+            handed = self.ownership.take_waiting()
+            if handed:
+                self._refresh(now, handed)
+                self._sweep(now, only=handed, unpublished_after=timedelta(0))
         if changes is not None:
             self._take_changes(changes, mono)
         busy = self._claim_due()

@@ -91,6 +91,10 @@ class Ownership:
             self.store.announce(self.node)
         lost.extend(handed)
         gained = [p for p in sorted(plan.acquire) if self._acquire(p)]
+        if len(gained) < len(plan.acquire):
+            # Taking the free ones took a round trip each: the others' owners may have let
+            # go meanwhile (they release when they hear our announcement).
+            gained += [p for p in sorted(plan.acquire - set(gained)) if self._acquire(p)]
         self.waiting_for = frozenset(plan.acquire) - frozenset(gained)
         self.next_due_mono = sent + cfg.lease_renew_s
         if self.waiting_for:
@@ -113,6 +117,24 @@ class Ownership:
                 },
             )
         return gained, lost
+
+    def take_waiting(self) -> list[int]:
+        """Take those of the awaited partitions their owners have released since; no heartbeat
+        or renewal (a tick that just took a share and loaded it asks again before claiming)."""
+        gained = [p for p in sorted(self.waiting_for) if self._acquire(p)]
+        if gained:
+            self.waiting_for -= frozenset(gained)
+            PARTITIONS_OWNED.set(len(self.leases))
+            logger.info(
+                "beat.lease.owned",
+                extra={
+                    "node": self.node,
+                    "gained": gained,
+                    "lost": [],
+                    "owned": sorted(self.leases),
+                },
+            )
+        return gained
 
     def _renew(self, sent: float) -> list[int]:
         cfg = self.config
