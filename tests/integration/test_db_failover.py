@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from django.db import OperationalError, connection
 from django.contrib.auth.models import User
+from django.db import OperationalError, connection
 from django.test import Client
 
 from jobs.db_failover import UNAVAILABLE_RETRY_AFTER_S, retry_on_failover
