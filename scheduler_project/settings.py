@@ -188,8 +188,11 @@ if is_sentinel_url(CELERY_BROKER_URL):
 # attempt's outcome; a hard limit would kill the child before it could write that outcome.
 CELERY_TASK_TIME_LIMIT = None
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# On TERM (deploys), let running tasks finish for up to 30 s before the warm shutdown requeues
-# them; an idle worker also drains its reserved message instead of sitting on it.
+# SIGTERM is Celery's warm shutdown: it stops consuming and waits for every running attempt to
+# finish, however long. This bound applies to the cold shutdown (SIGQUIT, or SIGTERM when the
+# worker runs with REMAP_SIGTERM=SIGQUIT): running tasks get up to 30 s, then are cancelled,
+# their messages requeued and their runs reaped when their lease expires (docs/operations.md,
+# "Rolling deploys"). An idle worker also drains its reserved message instead of sitting on it.
 CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = env_float("CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT", 30.0)
 CELERY_WORKER_ENABLE_SOFT_SHUTDOWN_ON_IDLE = True
 # The run row is the result of an execution; results of other tasks are not read either.
