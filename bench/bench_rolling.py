@@ -174,6 +174,8 @@ def run(rate: int, steady_s: float, settle_s: float) -> dict[str, Any]:
         "lateness_p99_s": float(late_p99 or 0),
         "lateness_p50_s": float(late_p50 or 0),
         "restart_s": restarts,
+        # Other work shares this machine: the 1-minute load average at the end, for context.
+        "load_1m": os.getloadavg()[0],
     }
 
 
@@ -194,6 +196,7 @@ def figures(r: dict[str, Any]) -> dict[str, str]:
             f"{r['missed']} / {r['duplicate_runs']} / {r['duplicate_messages']}",
         "each restart, SIGTERM to its share back (s)":
             " / ".join(f"{s:.1f}" for s in r["restart_s"]),
+        "machine load average (1 min, 2 cores) at the end": f"{r['load_1m']:.1f}",
     }  # fmt: skip
 
 

@@ -50,7 +50,8 @@ def test_a_joining_node_is_handed_its_share_at_the_owners_next_tick(
     assert b.leases == {}
     assert b.ownership.waiting_for == fair["node-b"]
 
-    assert a.feed is not None and b.feed is not None
+    assert a.feed is not None
+    assert b.feed is not None
     a.feed.wait(5.0)  # node-b's announcement
     b.feed.wait(5.0)  # node-b hears its own: read it, so the next wait is for node-a's
     b.feed.drain()
@@ -73,7 +74,8 @@ def test_a_node_id_is_taken_by_one_live_process_at_a_time(redis_client: redis.Re
     assert first.claim_node_id("host-0", 10_000) is None
     assert first.claim_node_id("host-0", 10_000) is None  # its own claim, renewed
     holder = second.claim_node_id("host-0", 10_000)
-    assert holder is not None and socket.gethostname() in holder
+    assert holder is not None
+    assert socket.gethostname() in holder
     first.heartbeat("host-0", 10_000)
     assert second.claim_node_id("host-0", 10_000) == holder
     first.leave("host-0")  # a graceful stop frees the id at once
