@@ -15,6 +15,11 @@ Starts its own embedded PostgreSQL and Redis in .local/failover-bench.
   figures are the partition leases lost (goal 0), the epochs taken during the spike (0: no
   partition changed owner) and the longest gap between two renewals (must stay below the TTL).
 
+``--compare-results`` adds the failover scenario of a saved `bench.compare` run (its
+``results-<profile>.pickle``, e.g. run with ``BENCH_FAILOVER_LEASE_S=3 python -m bench.compare
+--only ours-2 redbeat --scenarios failover --docs DIR``): that tool rewrites its whole section,
+so a short-lease run of one scenario is reported here instead.
+
 With --write-docs, replaces the "## Failover with a short lease TTL" section of
 docs/benchmarks.md (bench/docs_section.py).
 """
@@ -270,6 +275,29 @@ def write_json(kills: list[dict[str, Any]], spiked: dict[str, Any] | None, args:
     path.write_text(json.dumps({"records": kept + records}, indent=1) + "\n")
 
 
+def compare_figures(path: Path) -> dict[str, str]:
+    """The failover runs of a saved bench.compare run, per scheduler."""
+    import pickle
+
+    _machine, _notes, results = pickle.loads(path.read_bytes())
+    figures: dict[str, str] = {}
+    for scheduler in sorted({r.scheduler for r in results if r.case.scenario == "failover"}):
+        runs = [r for r in results if r.scheduler == scheduler and r.case.scenario == "failover"]
+        label = runs[0].case.label
+        resumes = [r.failover.resume_s for r in runs if r.failover and r.failover.resume_s]
+        errors = sorted({r.error for r in runs if r.error})
+        value = (
+            f"{_fmt(statistics.median(resumes))} / {_fmt(max(resumes))}, missed "
+            f"{sum(r.misses for r in runs)}, dup {sum(r.duplicates for r in runs)}"
+            if resumes
+            else "did not resume"
+        )
+        if errors:
+            value += f" ({len(errors)} error(s): {'; '.join(errors)})"
+        figures[f"bench.compare {label}, {scheduler}: resume p50 / max (s) of {len(runs)}"] = value
+    return figures
+
+
 def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
@@ -285,6 +313,7 @@ def main() -> int:
         "--no-keeper", action="store_true",
         help="spike without the lease keeper thread (renewal in the tick only), for comparison",
     )  # fmt: skip
+    parser.add_argument("--compare-results", type=Path, default=None)
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
     services = _setup(SERVICES_DIR)
@@ -324,6 +353,8 @@ def main() -> int:
         figures["spike: longest gap between renewals (s), renewals"] = (
             f"{_fmt(spiked['max_gap_s'])}, {spiked['renewals']}"
         )
+    if args.compare_results is not None:
+        figures.update(compare_figures(args.compare_results))
     for key, value in figures.items():
         print(f"{key:90} {value}")
     if args.write_docs:
