@@ -56,6 +56,12 @@ LEASES_LOST = Counter(
 LEASE_RENEWALS = Counter(
     "scheduler_partition_lease_renewals_total", "Partition leases extended at renewal."
 )
+LEASE_RENEWAL_GAP = Histogram(
+    "scheduler_lease_renewal_gap_seconds",
+    "Seconds between two renewals of a node's held leases (by its tick or its lease keeper); "
+    "near the lease TTL, leases are about to lapse.",
+    buckets=(0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0),
+)
 PARTITIONS_OWNED = Gauge(
     "scheduler_partitions_owned", "Partitions this node holds a lease on.", multiprocess_mode="max"
 )

@@ -20,6 +20,7 @@ from beat_engine.leases import (
     plan_leases,
 )
 from beat_engine.metrics import (
+    LEASE_RENEWAL_GAP,
     LEASE_RENEWALS,
     LEASES_ACQUIRED,
     LEASES_LOST,
@@ -151,7 +152,9 @@ class Ownership:
                     )  # fmt: skip
                 else:
                     del self.leases[p]
-            self.renewed_mono = max(self.renewed_mono, sent)
+            gap = self._renewed(sent)
+        if held:
+            LEASE_RENEWAL_GAP.observe(gap)
         if lost:
             count(LEASES_LOST, len(lost))
             logger.warning("beat.lease.lost", extra={"node": self.node, "partitions": lost})
@@ -176,11 +179,18 @@ class Ownership:
                         lease, sent_at_mono=sent, ttl_s=cfg.lease_ttl_s,
                         renew_s=cfg.lease_renew_s,
                     )  # fmt: skip
-            self.renewed_mono = max(self.renewed_mono, sent)
+            gap = self._renewed(sent)
+        LEASE_RENEWAL_GAP.observe(gap)
         count(LEASE_RENEWALS, len(extended))
         if live != self._live:
             # A node joined or left while the engine was busy: rebalance at its next tick.
             self.rebalance_soon()
+
+    def _renewed(self, sent: float) -> float:
+        """Record a renewal sent at ``sent`` (under the lock); the gap since the last one."""
+        gap = max(0.0, sent - self.renewed_mono)
+        self.renewed_mono = max(self.renewed_mono, sent)
+        return gap
 
     def _acquire(self, partition: int) -> bool:
         cfg = self.config

@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from beat_engine.lease_keeper import LeaseKeeper
+from beat_engine.metrics import LEASE_RENEWAL_GAP
 from beat_engine.ownership import Ownership
 from tests.support.beat_nodes import make_engine
 from tests.support.clock import FakeClock
@@ -38,9 +39,12 @@ def test_a_due_renewal_is_made_by_the_keeper_while_the_loop_is_busy(
     assert keeper.step() > 0  # just renewed by the engine: nothing to do yet
     first = {p: lease.expires_at_mono for p, lease in own.leases.items()}
 
+    gaps = LEASE_RENEWAL_GAP._sum.get()
     clock.advance(timedelta(seconds=own.config.lease_renew_s))
     keeper.step()
 
+    # The renewal gap is observed: one renewal period since the engine's renewal.
+    assert LEASE_RENEWAL_GAP._sum.get() - gaps == pytest.approx(own.config.lease_renew_s)
     expected = clock.monotonic() + own.config.lease_ttl_s
     assert {lease.expires_at_mono for lease in own.leases.values()} == {expected}
     assert all(expected > first[p] for p in own.leases)
