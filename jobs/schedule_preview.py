@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from cron_descriptor import (  # type: ignore[import-untyped]
-    ExpressionDescriptor,
-    FormatError,
-    Options,
-)
+from cron_descriptor import ExpressionDescriptor, Options  # type: ignore[import-untyped]
+
+try:
+    from cron_descriptor import FormatError
+except ImportError:  # 1.x, which django-celery-beat pins in the side-by-side benchmark's venv
+    from cron_descriptor import (
+        FormatException as FormatError,
+    )
 
 from beat_engine.cron import ScheduleError, cron_fields, parse_cron
 from beat_engine.schedules import parse_timezone, preview_fires
