@@ -41,9 +41,13 @@ due AS (
 UPDATE jobs_jobrun r
    SET state = '{RunState.QUEUED.value}', attempt = r.attempt + 1, queued_at = %s,
        epoch = mine.epoch, published_at = NULL
-  FROM due, mine, jobs_job j
- WHERE r.id = due.id AND mine.partition = r.partition AND j.id = r.job_id
-   AND r.state = ANY(%s::text[])
+  FROM mine, jobs_job j
+ -- The due ids as one array probed by primary key. Joined as a table instead, the planner,
+ -- told by the statistics that few runs are pending, scanned every pending run and compared
+ -- each with every due id: 10,000 children made pending by one parent cost 3.5-6 s per batch
+ -- of 1,000 that way, 0.17-0.22 s this way (EXPLAIN ANALYZE on this 2-core machine).
+ WHERE r.id = ANY(ARRAY(SELECT id FROM due)) AND mine.partition = r.partition
+   AND j.id = r.job_id AND r.state = ANY(%s::text[])
 RETURNING r.id, r.attempt, r.partition, j.queue, j.priority, r.due_at
 """
 
