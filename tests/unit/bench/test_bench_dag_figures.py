@@ -31,4 +31,4 @@ def test_figures_show_medians_ranges_and_the_overhead_ratio() -> None:
     assert rows["chain: jobs / repetitions / hops measured"] == "3 / 2 / 4"
     assert rows["chain: root triggered -> last job succeeded (s), median"] == "2.00"
     overhead = [value for key, value in rows.items() if "claim insert" in key]
-    assert overhead == ["1.100 / 1.000 (1.10x)"]
+    assert overhead == ["1.100 / 1.000 (1.10x, +2.0 µs per run)"]
