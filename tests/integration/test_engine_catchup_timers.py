@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -175,3 +176,53 @@ def test_node_taking_a_partition_sends_what_its_last_owner_never_pushed(
     clock.advance(timedelta(seconds=31))
     engine.tick()
     assert len(broker_messages(redis_client)) == 5
+
+
+def test_a_full_timer_batch_is_followed_by_larger_ones_in_the_same_tick(
+    redis_client: redis.Redis,
+) -> None:
+    # 20 due runs, claim_batch 3: batches of 3, 6 and then at most 12 (four times claim_batch)
+    # drain them in one tick, where one batch per tick took seven.
+    job = job_factory(interval=timedelta(hours=1))
+    runs = [
+        run_factory(
+            job,
+            scheduled_for=T0 - timedelta(hours=i),
+            state=RunState.RETRY_WAIT,
+            attempt=1,
+            due_at=T0,
+        )
+        for i in range(20)
+    ]
+    engine = make_engine(FakeClock(T0 + timedelta(seconds=1)), claim_batch=3)
+    engine.tick()
+    queued = JobRun.objects.filter(job=job, state=RunState.QUEUED, attempt=2)
+    assert queued.count() == 20
+    assert set(queued.values_list("epoch", flat=True)) == {engine.leases[job.partition].epoch}
+    sent = sorted(message_args(m)[0] for m in broker_messages(redis_client))
+    assert sent == sorted(str(run.id) for run in runs)
+
+
+def test_a_timer_batch_grows_no_further_than_four_claim_batches(
+    redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    # 40 due runs, claim_batch 3: batches of 3, 6, 12, 12 and the last 7, all in one tick; a
+    # run not yet due stays waiting (never early).
+    job = job_factory(interval=timedelta(hours=1))
+    for i in range(40):
+        run_factory(
+            job, scheduled_for=T0 - timedelta(hours=i), state=RunState.RETRY_WAIT, attempt=1,
+            due_at=T0,
+        )  # fmt: skip
+    later = run_factory(
+        job, scheduled_for=T0 + timedelta(hours=1), state=RunState.RETRY_WAIT, attempt=1,
+        due_at=T0 + timedelta(minutes=5),
+    )  # fmt: skip
+    engine = make_engine(FakeClock(T0 + timedelta(seconds=1)), claim_batch=3)
+    with caplog.at_level(logging.INFO, logger="beat_engine"):
+        engine.tick()
+    fired = [r.fired for r in caplog.records if r.getMessage() == "beat.timers"]
+    assert fired == [3, 6, 12, 12, 7]
+    assert JobRun.objects.filter(job=job, state=RunState.QUEUED).count() == 40
+    assert JobRun.objects.get(id=later.id).state == RunState.RETRY_WAIT
+    assert len(broker_messages(redis_client)) == 40
