@@ -96,6 +96,8 @@ class BeatEngine:
         self._next_timer_mono = now_mono
         # The last timer pass ended on a full batch: more due runs are being drained.
         self._timers_more = False
+        # The earliest pending/retry_wait run the last timer pass found not yet due.
+        self._timer_next_due: datetime | None = None
         self._next_sweep_mono = now_mono
         self._next_deferrals_mono = now_mono + _DEFERRALS_FLUSH_S
         self._next_purge_mono = now_mono + _REASONS_PURGE_S
@@ -150,8 +152,9 @@ class BeatEngine:
         if mono >= self._next_timer_mono:
             more = self._timers_more = self._fire_timers(self.clock.now())
             # A full batch may leave more due (10,000 children of one parent): the next tick
-            # fires again instead of waiting a poll per batch.
-            self._next_timer_mono = mono if more else mono + self.config.timer_poll_s
+            # fires again instead of waiting a poll per batch. Otherwise the next pass is at
+            # the poll, or sooner when a timer falls due before it.
+            self._next_timer_mono = mono if more else self._next_timer_pass()
         if mono >= self._next_sweep_mono:
             self._sweep(self.clock.now())
             self._next_sweep_mono = mono + self.config.sweep_s
@@ -512,29 +515,50 @@ class BeatEngine:
         10,000 children made pending by one parent took ten ticks at one batch per tick,
         each tick also writing the last batch's published marks: the drain ran at the tick's
         pace. In one loop the marks wait until the set is drained (the outbox's flush in the
-        next tick) and a full batch is followed by a larger one, up to
-        _TIMER_BATCH_GROWTH x claim_batch, so fewer fenced transactions carry the set."""
+        next tick), a full batch is followed by a larger one, up to _TIMER_BATCH_GROWTH x
+        claim_batch, so fewer fenced transactions carry the set, and a batch followed by
+        another is pushed on the preparing thread while the next one's UPDATE runs."""
         limit = self.config.claim_batch
         deadline = min(self.clock.monotonic() + self.config.max_claim_s,
                        self.ownership.next_due_mono)  # fmt: skip
-        while True:
-            full = self._fire_timer_batch(now, limit)
-            mono = self.clock.monotonic()
-            if not full or mono >= deadline:
-                return full
-            limit = min(limit * 2, self.config.claim_batch * _TIMER_BATCH_GROWTH)
-            # The database clock's instant for the next batch: never early (due_at by it).
-            now = self.clock.now()
+        try:
+            while True:
+                fired = self._fire_timer_batch(now, limit, deadline=deadline)
+                if fired < limit or self.clock.monotonic() >= deadline:
+                    return fired >= limit
+                limit = min(limit * 2, self.config.claim_batch * _TIMER_BATCH_GROWTH)
+                # The database clock's instant for the next batch: never early (due_at by it).
+                now = self.clock.now()
+        finally:
+            self._outbox.collect()
 
-    def _fire_timer_batch(self, now: datetime, limit: int) -> bool:
-        """One fenced timer transaction of at most ``limit`` due runs; True when it was full."""
+    def _next_timer_pass(self) -> float:
+        mono = self.clock.monotonic()
+        wait = self.config.timer_poll_s
+        if self._timer_next_due is not None:
+            until = (self._timer_next_due - self.clock.now()).total_seconds()
+            wait = max(0.0, min(wait, until))
+        return mono + wait
+
+    def _fire_timer_batch(self, now: datetime, limit: int, *, deadline: float) -> int:
+        """One fenced timer transaction of at most ``limit`` due runs; how many it fired."""
+        self._timer_next_due = None
         epochs = self.ownership.usable_epochs(self.clock.monotonic())
         if not epochs:
-            return False
+            return 0
         result = fire_timers(epochs, now=now, limit=limit)
+        self._timer_next_due = result.next_due
         self._notices.offer(result.dead_runs, now=now)
         self._fenced(result.fenced_out)
-        published = self._publish(result.queued)
+        if result.fired >= limit and self.clock.monotonic() < deadline:
+            # Another batch follows: pushed meanwhile, waited for (collect) before the loop
+            # ends. Fenced here, on this thread, as every push is (no stale fence,
+            # docs/architecture.md, Invariants).
+            sendable, held = self._sendable(result.queued)
+            self._outbox.send_on(self._preparer.executor, sendable, held)
+            published = len(sendable)
+        else:
+            published = self._publish(result.queued)
         metrics.count(metrics.TIMERS_FIRED, result.fired)
         metrics.count(metrics.RUNS_REAPED, result.reaped)
         metrics.count(metrics.RUNS_DEAD, result.dead)
@@ -546,10 +570,12 @@ class BeatEngine:
                     "fired": result.fired,
                     "reaped": result.reaped,
                     "dead": result.dead,
+                    # Handed to the broker; a push on the preparing thread logs its outcome
+                    # (beat.publish) when it is done.
                     "published": published,
                 },
             )
-        return result.fired >= limit
+        return result.fired
 
     def _sweep(
         self,

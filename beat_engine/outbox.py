@@ -50,7 +50,11 @@ class Outbox:
         return self._record(lambda: self._push(runs, epochs, rendered), len(runs))
 
     def send_on(
-        self, executor: Executor, runs: list[QueuedRun], epochs: dict[int, int], rendered: Rendered
+        self,
+        executor: Executor,
+        runs: list[QueuedRun],
+        epochs: dict[int, int],
+        rendered: Rendered | None = None,
     ) -> None:
         """Push on ``executor``'s thread; collect() waits for it and records the outcome."""
         if runs:

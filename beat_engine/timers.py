@@ -51,6 +51,22 @@ UPDATE jobs_jobrun r
 RETURNING r.id, r.attempt, r.partition, j.queue, j.priority, r.due_at
 """
 
+# The earliest timer not due yet, so that the next pass runs when it falls due rather than a
+# poll later: a child's run is due at its parent's finish as the worker's clock read it, which
+# may be a few ms ahead of this node's reading of the same database clock; its pass, woken by
+# the change feed at once, found it not yet due and left it for the poll (the 0.5 s hops of a
+# chain, bench/bench_dag.py). One probe of run_timer_by_partition per partition: the states
+# written out, as that index's predicate, so the planner can use it.
+NEXT_TIMER_SQL = f"""
+SELECT min(n.due_at)
+  FROM unnest(%s::int[]) AS p(partition)
+ CROSS JOIN LATERAL (
+       SELECT due_at FROM jobs_jobrun
+        WHERE partition = p.partition AND due_at > %s
+          AND state IN ({", ".join(f"'{state}'" for state in _TIMER_STATES)})
+        ORDER BY due_at LIMIT 1) AS n
+"""
+
 EXPIRED_LEASES_SQL = f"""
 SELECT r.id, r.attempt, r.partition, j.max_attempts, r.cancel_requested
   FROM jobs_jobrun r JOIN jobs_job j ON j.id = r.job_id
@@ -126,6 +142,8 @@ class TimerResult:
     # Expired leases of runs whose cancel was requested: ended cancelled, not re-queued.
     cancelled: int = 0
     fenced_out: FencedOut | None = None
+    # When the pass was not full: the earliest pending/retry_wait run not yet due, if any.
+    next_due: datetime | None = None
     # (run, job, attempts, error) of runs moved to dead, announced once the move commits.
     dead_runs: list[tuple[uuid.UUID, uuid.UUID, int, str]] = field(default_factory=list)
 
@@ -150,6 +168,9 @@ def fire_timers(epochs: Mapping[int, int], *, now: datetime, limit: int) -> Time
             )  # fmt: skip
             result.queued = [QueuedRun(*row) for row in cursor.fetchall()]
             result.fired = len(result.queued)
+            if result.fired < limit:
+                cursor.execute(NEXT_TIMER_SQL, [parts, now])
+                result.next_due = cursor.fetchone()[0]
             _reap(cursor, result, mine, now=now, limit=limit)
     # The dead-letter notices of result.dead_runs are the caller's to send, after commit and
     # off the engine's thread (beat_engine/notices.py): a slow broker must not stall the tick.

@@ -226,3 +226,27 @@ def test_a_timer_batch_grows_no_further_than_four_claim_batches(
     assert JobRun.objects.filter(job=job, state=RunState.QUEUED).count() == 40
     assert JobRun.objects.get(id=later.id).state == RunState.RETRY_WAIT
     assert len(broker_messages(redis_client)) == 40
+
+
+def test_a_timer_due_before_the_next_poll_is_fired_when_it_falls_due(
+    redis_client: redis.Redis,
+) -> None:
+    # Due 0.2 s after a pass that found it not yet due (a child's run whose parent's worker read
+    # the database clock a little ahead of this node): queued by 0.25 s, not at the 0.5 s poll.
+    job = job_factory(interval=timedelta(hours=1))
+    run = run_factory(
+        job, scheduled_for=T0, state=RunState.RETRY_WAIT, attempt=1,
+        due_at=T0 + timedelta(milliseconds=200),
+    )  # fmt: skip
+    clock = FakeClock(T0)
+    engine = make_engine(clock)
+    engine.tick()
+    assert JobRun.objects.get(id=run.id).state == RunState.RETRY_WAIT
+    clock.advance(timedelta(milliseconds=150))
+    engine.tick()
+    assert JobRun.objects.get(id=run.id).state == RunState.RETRY_WAIT
+    clock.advance(timedelta(milliseconds=100))
+    engine.tick()
+    run.refresh_from_db()
+    assert (run.state, run.attempt) == (RunState.QUEUED, 2)
+    assert [message_args(m) for m in broker_messages(redis_client)] == [[str(run.id), 2]]
