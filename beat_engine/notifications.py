@@ -40,7 +40,10 @@ class ChangeFeed:
 
     def _subscribed(self) -> redis.client.PubSub:
         if self._pubsub is None:
-            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            # Confirmations are read as messages and skipped in _add: with redis-py ignoring
+            # them, get_message answers None for one, and drain() would stop there, leaving
+            # the announcements behind it unread until the next tick.
+            pubsub = self._client.pubsub()
             pubsub.subscribe(CHANGES_CHANNEL, NODES_CHANNEL)
             self._pubsub = pubsub
         return self._pubsub
@@ -58,6 +61,8 @@ class ChangeFeed:
         return True
 
     def _add(self, message: dict[str, object]) -> None:
+        if message.get("type") != "message":
+            return  # a subscribe confirmation
         channel = message.get("channel")
         channel = channel.decode() if isinstance(channel, bytes) else channel
         if channel == NODES_CHANNEL:
