@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_engine import _seed, _setup  # noqa: E402
-from bench.docs_section import replace_section  # noqa: E402
+from bench.docs_section import replace_records, replace_section  # noqa: E402
 
 TITLE = "Backlog: workers stopped"
 SOURCE = "bench-backlog"
@@ -244,9 +244,6 @@ def write_docs(r: dict[str, Any], command: str) -> None:
             f"```\n{r['plan']}\n```\n"
         )
     replace_section(TITLE, body)
-    path = ROOT / "docs" / "benchmarks.json"
-    existing = json.loads(path.read_text()) if path.exists() else {"records": []}
-    kept = [rec for rec in existing.get("records", []) if rec.get("source") != SOURCE]
     counts = [c for _, c, _ in r["samples"]]
     memory = [m for _, _, m in r["samples"]]
     metrics: list[tuple[str, float, str]] = [
@@ -268,7 +265,7 @@ def write_docs(r: dict[str, Any], command: str) -> None:
          "outage_s": r["outage_s"], "metric": name, "value": value, "unit": unit}
         for name, value, unit in metrics
     ]  # fmt: skip
-    path.write_text(json.dumps({"records": kept + records}, indent=1) + "\n")
+    replace_records(SOURCE, records)
 
 
 def main() -> int:

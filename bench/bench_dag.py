@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.docs_section import replace_section  # noqa: E402
+from bench.docs_section import replace_records, replace_section  # noqa: E402
 
 TITLE = "Dependencies (DAG hand-off)"
 SOURCE = "bench-dag"
@@ -480,9 +480,6 @@ def write_docs(result: dict[str, Any], command: str) -> None:
         "timer fix: one of 245 hops, p99 38.1 ms, and the fan-out in 2.11 s, 1.67-3.46).\n"
     )
     replace_section(TITLE, body)
-    path = ROOT / "docs" / "benchmarks.json"
-    existing = json.loads(path.read_text()) if path.exists() else {"records": []}
-    kept = [rec for rec in existing.get("records", []) if rec.get("source") != SOURCE]
     hops = chain["hops_s"]
     records = [
         {"source": SOURCE, "scheduler": "ours-1", "scenario": "dag_fanout", "n": fan["children"],
@@ -498,7 +495,7 @@ def write_docs(result: dict[str, Any], command: str) -> None:
         {"source": SOURCE, "scheduler": "ours-1", "scenario": "dag_chain", "n": chain["length"],
          "metric": "hop_max", "value": max(hops), "unit": "s", "repetitions": chain["reps"]},
     ]  # fmt: skip
-    path.write_text(json.dumps({"records": kept + records}, indent=1) + "\n")
+    replace_records(SOURCE, records)
 
 
 def main() -> int:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import signal
 import statistics
@@ -43,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_engine import _seed, _setup  # noqa: E402
-from bench.docs_section import replace_section  # noqa: E402
+from bench.docs_section import replace_records, replace_section  # noqa: E402
 
 TITLE = "Failover with a short lease TTL"
 SOURCE = "bench-failover"
@@ -252,9 +251,6 @@ def spike(count: int, ttl: float, renew: float, *, keeper: bool) -> dict[str, An
 
 def write_json(kills: list[dict[str, Any]], spiked: dict[str, Any] | None, args: Any) -> None:
     """Replace this benchmark's records in docs/benchmarks.json, keeping the others'."""
-    path = ROOT / "docs" / "benchmarks.json"
-    existing = json.loads(path.read_text()) if path.exists() else {"records": []}
-    kept = [r for r in existing.get("records", []) if r.get("source") != SOURCE]
     base = {"source": SOURCE, "scheduler": "ours-2", "lease_ttl_s": args.ttl,
             "lease_renew_s": args.renew}  # fmt: skip
     records: list[dict[str, Any]] = []
@@ -272,7 +268,7 @@ def write_json(kills: list[dict[str, Any]], spiked: dict[str, Any] | None, args:
             {**spike, "metric": "epochs_taken", "value": spiked["epochs_taken"], "unit": "epochs"},
             {**spike, "metric": "max_renewal_gap", "value": spiked["max_gap_s"], "unit": "s"},
         ]
-    path.write_text(json.dumps({"records": kept + records}, indent=1) + "\n")
+    replace_records(SOURCE, records)
 
 
 def compare_figures(path: Path) -> dict[str, str]:

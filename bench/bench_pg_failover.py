@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_engine import _seed  # noqa: E402
 from bench.bench_redis_failover import _events, _spawn, _wait  # noqa: E402
-from bench.docs_section import replace_section  # noqa: E402
+from bench.docs_section import replace_records, replace_section  # noqa: E402
 
 TITLE = "PostgreSQL failover"
 SOURCE = "bench-pg-failover"
@@ -280,9 +280,6 @@ def write_docs(r: dict[str, Any], command: str) -> None:
         f"| figure | value |\n| --- | --- |\n{rows}\n"
     )
     replace_section(TITLE, body)
-    path = ROOT / "docs" / "benchmarks.json"
-    existing = json.loads(path.read_text()) if path.exists() else {"records": []}
-    kept = [rec for rec in existing.get("records", []) if rec.get("source") != SOURCE]
     metrics: list[tuple[str, float, str]] = [
         ("resume", r["resume_s"], "s"),
         ("max_lateness_failover", r["max_lateness_failover_s"], "s"),
@@ -296,7 +293,7 @@ def write_docs(r: dict[str, Any], command: str) -> None:
          "metric": name, "value": value, "unit": unit}
         for name, value, unit in metrics
     ]  # fmt: skip
-    path.write_text(json.dumps({"records": kept + records}, indent=1) + "\n")
+    replace_records(SOURCE, records)
 
 
 def main() -> int:

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_engine import _seed, _setup  # noqa: E402
-from bench.docs_section import replace_section  # noqa: E402
+from bench.docs_section import replace_records, replace_section  # noqa: E402
 
 TITLE = "Redis failover (Sentinel)"
 SOURCE = "bench-redis-failover"
@@ -232,9 +232,6 @@ def write_docs(r: dict[str, Any], command: str) -> None:
         f"| figure | value |\n| --- | --- |\n{rows}\n"
     )
     replace_section(TITLE, body)
-    path = ROOT / "docs" / "benchmarks.json"
-    existing = json.loads(path.read_text()) if path.exists() else {"records": []}
-    kept = [rec for rec in existing.get("records", []) if rec.get("source") != SOURCE]
     metrics: list[tuple[str, float, str]] = [
         ("promotion", r["promotion_s"], "s"),
         ("resume", r["resume_s"], "s"),
@@ -248,7 +245,7 @@ def write_docs(r: dict[str, Any], command: str) -> None:
          "metric": name, "value": value, "unit": unit}
         for name, value, unit in metrics
     ]  # fmt: skip
-    path.write_text(json.dumps({"records": kept + records}, indent=1) + "\n")
+    replace_records(SOURCE, records)
 
 
 def main() -> int:
