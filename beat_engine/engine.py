@@ -16,8 +16,9 @@ from beat_engine.clock import Clock
 from beat_engine.config import EngineConfig
 from beat_engine.deferrals import DeferralLog
 from beat_engine.errors import FencedOut
+from beat_engine.fair_order import FairDueHeap
 from beat_engine.fencing import epochs_current
-from beat_engine.heap import DueEntry, DueHeap, interleave_by_tenant
+from beat_engine.heap import DueEntry, interleave_by_tenant
 from beat_engine.horizon import load_horizon, load_jobs
 from beat_engine.lease_keeper import LeaseKeeper
 from beat_engine.leases import Lease, LeaseStore
@@ -70,7 +71,9 @@ class BeatEngine:
     ) -> None:
         self.config = config
         self.clock = clock
-        self.heap = DueHeap()
+        # One heap per tenant, due entries handed out in fair rounds across the whole spike
+        # (beat_engine/fair_order.py), not only inside one fair_window.
+        self.heap = FairDueHeap()
         self.feed = feed
         self._outbox = Outbox(
             publisher=publisher, clock=clock, node_id=config.node_id,
