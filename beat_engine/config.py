@@ -64,6 +64,8 @@ class EngineConfig:
     # The lease keeper renews on its own thread only while the engine's loop came round
     # within this long (beat_engine/lease_keeper.py): a hung loop's partitions fail over.
     keeper_stall_s: float = 30.0
+    # PostgreSQL ends this node's sessions idle this long inside a transaction (db_session.py).
+    idle_tx_timeout_s: float = 10.0
 
     @classmethod
     def from_settings(
@@ -86,6 +88,7 @@ class EngineConfig:
             "redis_url": settings.REDIS_URL,
             "broker_url": broker_redis_url(settings.CELERY_BROKER_URL),
             "republish_after_s": 2 * float(sched["RUN_LEASE_S"]),
+            "idle_tx_timeout_s": float(sched.get("ENGINE_IDLE_TX_TIMEOUT_S", 10.0)),
         }
         values.update(overrides)
         config = cls(**values)

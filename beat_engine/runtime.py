@@ -5,6 +5,7 @@ from __future__ import annotations
 from beat_engine.clock import Clock, SystemClock
 from beat_engine.config import EngineConfig
 from beat_engine.db_clock import DatabaseClock
+from beat_engine.db_session import install_session_limits
 from beat_engine.engine import BeatEngine
 from beat_engine.log_format import JsonLineFormatter
 from beat_engine.notifications import ChangeFeed
@@ -21,6 +22,7 @@ def build_engine(config: EngineConfig, *, clock: Clock | None = None) -> BeatEng
     lease_client = redis_from_url(config.redis_url, socket_timeout=5)
     broker = redis_from_url(config.broker_url, socket_timeout=10)
     feed = ChangeFeed(redis_from_url(config.redis_url, socket_timeout=None))
+    install_session_limits(config.idle_tx_timeout_s)
     return BeatEngine(
         config=config,
         clock=clock or DatabaseClock(SystemClock()),

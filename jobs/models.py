@@ -168,6 +168,12 @@ class Job(models.Model):
         default=TriggerRule.ALL_SUCCESS,
         db_default=TriggerRule.ALL_SUCCESS.value,
     )
+    # Per-target rate limit (docs/limits.md, "Per-target rate limits"): the bucket the job's
+    # runs take a token from is its group's when named, else its HTTP host's; a rate of its
+    # own gives the job a bucket of its own instead of its tenant's for that target.
+    target_group = models.CharField(max_length=255, blank=True, default="", db_default="")
+    target_rate = models.FloatField(null=True, blank=True)
+    target_burst = models.PositiveIntegerField(null=True, blank=True)
 
     version = models.PositiveIntegerField(default=1)
     # Client-chosen key for idempotent creation, with a hash of the request that used it.
@@ -530,6 +536,7 @@ from jobs.models_notifications import (  # noqa: E402
     NotificationWebhook,
 )
 from jobs.models_reasons import DecisionReason, JobEvent  # noqa: E402
+from jobs.models_target_limits import TargetLimit  # noqa: E402
 
 __all__ = [
     "DecisionReason",
@@ -537,4 +544,5 @@ __all__ = [
     "LatenessAlert",
     "NotificationDelivery",
     "NotificationWebhook",
+    "TargetLimit",
 ]

@@ -212,6 +212,10 @@ SCHEDULER: dict[str, Any] = {
     "PARTITIONS": env_int("SCHEDULER_PARTITIONS", 64, minimum=1),
     "LEASE_TTL_S": env_float("SCHEDULER_LEASE_TTL_S", 10.0, minimum=0.2),
     "LEASE_RENEW_S": env_float("SCHEDULER_LEASE_RENEW_S", 3.0, minimum=0.05),
+    # PostgreSQL ends a beat node's session that sits this long inside a transaction: a node
+    # frozen mid-claim (SIGSTOP, a VM pause) would otherwise hold its partitions' fence rows
+    # for ever and block their next owner (docs/engine.md, "A frozen node").
+    "ENGINE_IDLE_TX_TIMEOUT_S": env_float("SCHEDULER_ENGINE_IDLE_TX_TIMEOUT_S", 10.0, minimum=0.5),
     "LOOKAHEAD_S": env_float("SCHEDULER_LOOKAHEAD_S", 30.0, minimum=1.0),
     "CLAIM_BATCH": env_int("SCHEDULER_CLAIM_BATCH", 1000, minimum=1),
     "RUN_LEASE_S": env_float("SCHEDULER_RUN_LEASE_S", 30.0, minimum=1.0),
