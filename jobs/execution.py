@@ -20,9 +20,10 @@ from jobs import cancel_watch, metrics, result_writer
 from jobs.db_failover import connection_lost, drop_connection, retry_on_failover
 from jobs.models import TargetKind
 from jobs.outcomes import Disposition, ResultKind, TargetResult, disposition_for
-from jobs.services import run_results, runs, starts
+from jobs.services import run_results, runs, starts, target_waits
 from jobs.services.starts import StartedRun
 from jobs.states import AttemptOutcome, RunState
+from jobs.target_limits import bucket_for
 from jobs.target_threads import abandon_target, run_target
 from jobs.targets import RunContext, job_timeout_s, prepare_invocation
 
@@ -44,6 +45,16 @@ class ExecutionOutcome(enum.Enum):
     CANCELLED = "cancelled"
     # The outcome write updated zero rows: this attempt had been superseded (a zombie).
     REFUSED = "refused"
+    # Held back by its target's rate limit, or answered 429/503: waiting in retry_wait for its
+    # turn, no attempt spent (jobs/services/target_waits.py).
+    HELD = "held"
+
+
+_HELD = {
+    target_waits.Held.WAITING: ExecutionOutcome.HELD,
+    target_waits.Held.CANCELLED: ExecutionOutcome.CANCELLED,
+    target_waits.Held.STALE: ExecutionOutcome.STALE,
+}
 
 
 def worker_name() -> str:
@@ -189,6 +200,13 @@ def _execute(
         return ExecutionOutcome.DEFERRED
     run = started.run
     assert run is not None
+    # A target with no limit costs one dict lookup here, no Redis round trip.
+    bucket = None if run.key_done else bucket_for(run.target, tenant_id=run.tenant_id,
+                                                  job_id=run.job_id)  # fmt: skip
+    if bucket is not None:
+        held = target_waits.hold_if_over(run, bucket, now=clock.now())
+        if held is not None:
+            return _HELD[held]
     metrics.START_LAG.labels(queue=run.queue).observe(run.start_lag_s)
     if run.key_done:
         # No duplicate effect (docs/architecture.md, Invariants): this firing's key already
@@ -211,6 +229,12 @@ def _execute(
         result = _supervise(run, context, clock, wake)
         metrics.RUN_DURATION.labels(target_kind=run.target.kind).observe(clock.monotonic() - began)
     finished_at = clock.now()
+    if bucket is not None and target_waits.is_throttle(result):
+        # The target asks for less traffic: its rate is lowered and this run waits its turn
+        # again, not counted as a failure (up to TARGET_THROTTLE_WAITS times per firing).
+        held = target_waits.hold_throttled(run, bucket, result, now=finished_at)
+        if held is not None:
+            return _HELD[held]
     final = _record(run, result, finished_at)
     # After the outcome's commit, and written by another thread: the stored copy can neither
     # delay nor fail the outcome (jobs/result_writer.py says why losing one is safe).

@@ -65,6 +65,11 @@ class ReasonKind(models.TextChoices):
     # The firing at first_at was held back count times, from recorded_at to updated_at,
     # because its tenant was at max_queued_runs.
     DEFERRED_TENANT_LIMIT = "deferred_tenant_limit", "Deferred by tenant limit"
+    # The run of the firing at first_at was held back count times by its target's rate limit
+    # (jobs/target_limits.py): it waited in retry_wait, no attempt spent; detail says which.
+    DEFERRED_TARGET_LIMIT = "deferred_target_limit", "Deferred by target rate limit"
+    # Its target answered 429/503 count times; the run waited as above, no attempt spent.
+    THROTTLED_BY_TARGET = "throttled_by_target", "Throttled by its target"
 
 
 class DecisionReason(models.Model):

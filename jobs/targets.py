@@ -46,6 +46,10 @@ class TargetSpec:
     headers: dict[str, Any]
     timeout: timedelta
     retry_on_client_error: bool
+    # The job's rate-limit fields (jobs/target_limits.py): its bucket's group, own rate, burst.
+    group: str = ""
+    rate: float | None = None
+    burst: int | None = None
 
 
 @dataclass

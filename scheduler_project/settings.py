@@ -241,6 +241,15 @@ SCHEDULER: dict[str, Any] = {
     # attempt; the job's own retry_max_delay caps it too. Past it, a server asking for a day
     # cannot park a run for a day.
     "RETRY_AFTER_MAX_S": env_int("SCHEDULER_RETRY_AFTER_MAX_S", 3600, minimum=0),
+    # Per-target rate limits (docs/limits.md, "Per-target rate limits"): how soon a worker
+    # sees a changed TargetLimit row; how long a 429/503 holds a target's rate lowered, how
+    # fast it then doubles back, and how low it may go (a fraction of the configured rate);
+    # how many 429/503 answers one run may wait out before one counts as a failed attempt.
+    "TARGET_LIMITS_REFRESH_S": env_float("SCHEDULER_TARGET_LIMITS_REFRESH_S", 5.0, minimum=0.0),
+    "TARGET_COOLDOWN_S": env_float("SCHEDULER_TARGET_COOLDOWN_S", 30.0, minimum=0.0),
+    "TARGET_RECOVERY_S": env_float("SCHEDULER_TARGET_RECOVERY_S", 30.0, minimum=0.001),
+    "TARGET_MIN_FACTOR": env_float("SCHEDULER_TARGET_MIN_FACTOR", 1 / 16, minimum=0.001),
+    "TARGET_THROTTLE_WAITS": env_int("SCHEDULER_TARGET_THROTTLE_WAITS", 5, minimum=0),
     "RUN_AT_GRACE_S": env_int("SCHEDULER_RUN_AT_GRACE_S", 300, minimum=0),
     "RUN_AT_MAX_HORIZON_DAYS": env_int("SCHEDULER_RUN_AT_MAX_HORIZON_DAYS", 5 * 366, minimum=1),
     "DEAD_LETTER_QUEUE": env_str("SCHEDULER_DEAD_LETTER_QUEUE", "scheduler.dead_letters"),

@@ -90,7 +90,8 @@ WITH refused AS (
               r.dedup_key, j.payload, j.target_kind, j.target_name, j.target_url,
               j.target_headers, j.timeout, j.retry_on_client_error, j.max_attempts,
               j.retry_base_delay, j.retry_max_delay, j.retry_jitter, j.critical, j.queue,
-              extract(epoch FROM %(now)s - COALESCE(r.due_at, r.scheduled_for)) AS waited
+              extract(epoch FROM %(now)s - COALESCE(r.due_at, r.scheduled_for)) AS waited,
+              j.target_group, j.target_rate, j.target_burst
 ), opened AS (
     INSERT INTO jobs_runattempt (run_id, attempt, epoch, worker, queued_at, started_at,
                                  outcome, error)
@@ -104,7 +105,7 @@ SELECT s.id, s.attempt, s.job_id, s.tenant_id, s.scheduled_for, s.dedup_key, s.p
        s.retry_jitter, s.critical,
        s.critical AND EXISTS (SELECT 1 FROM jobs_dedupkey AS d
                                WHERE d.key = s.dedup_key AND d.expires_at > %(now)s),
-       s.queue, s.waited
+       s.queue, s.waited, s.target_group, s.target_rate, s.target_burst
   FROM started AS s
 """
 
@@ -130,6 +131,9 @@ def _started_run(row: Sequence[Any]) -> StartedRun:
             headers=_loads(row[10]),
             timeout=row[11],
             retry_on_client_error=row[12],
+            group=row[21],
+            rate=row[22],
+            burst=row[23],
         ),
         retry=RetryPolicy(
             max_attempts=row[13], base_delay=row[14], max_delay=row[15], jitter=row[16]
