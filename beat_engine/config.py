@@ -66,6 +66,9 @@ class EngineConfig:
     keeper_stall_s: float = 30.0
     # PostgreSQL ends this node's sessions idle this long inside a transaction (db_session.py).
     idle_tx_timeout_s: float = 10.0
+    # How often the holder of partition 0 purges history past its retention
+    # (beat_engine/history_purger.py, docs/history.md).
+    history_purge_s: float = 300.0
 
     @classmethod
     def from_settings(
@@ -89,6 +92,7 @@ class EngineConfig:
             "broker_url": broker_redis_url(settings.CELERY_BROKER_URL),
             "republish_after_s": 2 * float(sched["RUN_LEASE_S"]),
             "idle_tx_timeout_s": float(sched.get("ENGINE_IDLE_TX_TIMEOUT_S", 10.0)),
+            "history_purge_s": float(sched.get("HISTORY_PURGE_S", 300.0)),
         }
         values.update(overrides)
         config = cls(**values)

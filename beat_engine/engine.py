@@ -19,6 +19,7 @@ from beat_engine.errors import FencedOut
 from beat_engine.fair_order import FairDueHeap
 from beat_engine.fencing import epochs_current
 from beat_engine.heap import DueEntry, interleave_by_tenant
+from beat_engine.history_purger import HistoryPurger
 from beat_engine.horizon import load_horizon, load_jobs
 from beat_engine.lease_keeper import LeaseKeeper
 from beat_engine.leases import Lease, LeaseStore
@@ -107,6 +108,10 @@ class BeatEngine:
         # Notification webhooks: delivered on a thread of their own (beat_engine/webhook_sender.py).
         self._webhooks = WebhookSender(clock=clock, node_id=config.node_id)
         self._next_webhooks_mono = now_mono
+        # History retention: the holder of partition 0 purges (beat_engine/history_purger.py).
+        self._history = HistoryPurger(clock=clock, node_id=config.node_id)
+        # The first pass one period after the start, which is busy loading the horizon.
+        self._next_history_mono = now_mono + config.history_purge_s
         self._next_lateness_mono = now_mono + _LATENESS_CHECK_S
         self._next_depth_mono = now_mono
         self._stop_claims_at = now_mono
@@ -232,6 +237,7 @@ class BeatEngine:
         self._preparer.shutdown()
         self._notices.close()
         self._webhooks.close()
+        self._history.close()
 
     def _before_handover(self) -> None:
         """Partitions are about to be released to a node that asked: no claim of ours is in
@@ -494,6 +500,9 @@ class BeatEngine:
         if mono >= self._next_webhooks_mono:
             self._notify(mono)
             self._next_webhooks_mono = mono + _WEBHOOKS_POLL_S
+        if mono >= self._next_history_mono and 0 in self.leases:
+            self._history.request()
+            self._next_history_mono = mono + self.config.history_purge_s
 
     def _notify(self, mono: float) -> None:
         # The sustained-lateness check reads every tenant's recent runs: one node does it, the

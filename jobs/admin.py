@@ -18,6 +18,7 @@ from django.utils.safestring import mark_safe
 from beat_engine.clock import SystemClock
 from jobs.admin_dag import JobDependenciesAdminMixin
 from jobs.admin_forms import JobAdminForm
+from jobs.admin_paginator import EstimatedCountPaginator
 from jobs.admin_preview import schedule_preview_view
 from jobs.errors import SchedulerError
 from jobs.models import (
@@ -538,7 +539,11 @@ class JobRunAdmin(ReadOnlyAdmin):
     date_hierarchy = "scheduled_for"
     list_select_related = ("job",)
     inlines = (AttemptInline,)
-    ordering = ("-scheduled_for",)
+    # Newest firing first, ties by id: the index run_by_firing serves it (docs/history.md).
+    ordering = ("-scheduled_for", "-id")
+    # No count(*) of the whole table per page view (jobs/admin_paginator.py).
+    show_full_result_count = False
+    paginator = EstimatedCountPaginator
 
 
 @admin.register(DeadLetter)

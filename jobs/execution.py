@@ -287,9 +287,12 @@ def _record(run: StartedRun, result: TargetResult, now: datetime) -> ExecutionOu
             now=now,
             result=result.result,
             outcome=outcome,
-            # A callable that recorded its own key did so with its effect; ON CONFLICT makes a
-            # second record harmless, but a duplicate already has one.
-            record_key=result.kind != ResultKind.DUPLICATE,
+            # Only a critical job's start reads the key (no duplicate effect,
+            # docs/architecture.md, Invariants), so only its success records one: a key per
+            # success of every job was an insert nothing read (docs/history.md). A callable that
+            # recorded its own key did so with its effect; ON CONFLICT makes a second record
+            # harmless, but a duplicate already has one.
+            record_key=run.critical and result.kind != ResultKind.DUPLICATE,
         )
         final = (
             ExecutionOutcome.DUPLICATE

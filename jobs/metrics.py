@@ -99,6 +99,12 @@ DB_RECONNECTS = Counter(
     "Connections dropped because the PostgreSQL primary was gone, by where it was seen.",
     ["site"],
 )
+# History retention (jobs/services/history_retention.py): rows purged past their retention.
+HISTORY_PURGED_ROWS = Counter(
+    "scheduler_history_purged_rows_total",
+    "Rows purged past their retention by the beat nodes' history duty, by table.",
+    ["table"],
+)
 HEARTBEAT_ERRORS = Counter(
     "scheduler_heartbeat_errors_total", "Heartbeats of running attempts that raised."
 )

@@ -403,6 +403,9 @@ class JobRun(models.Model):
                 name="run_in_flight_by_job",
                 condition=Q(state__in=["queued", "running", "retry_wait"]),
             ),
+            # The admin's run list, newest firing first (docs/history.md, "Readers"): without
+            # it every page view sorted the whole table.
+            models.Index(fields=["-scheduled_for", "-id"], name="run_by_firing"),
         ]
         constraints = [
             # One run per firing (docs/architecture.md, Invariants): the database decides.
@@ -501,7 +504,15 @@ class DeadLetter(models.Model):
     replay_count = models.PositiveIntegerField(default=0)
 
     class Meta:
-        indexes = [models.Index(fields=["tenant", "-moved_at"], name="dead_letter_tenant_moved")]
+        indexes = [
+            models.Index(fields=["tenant", "-moved_at"], name="dead_letter_tenant_moved"),
+            # Retention: closed dead letters by their last replay (docs/history.md).
+            models.Index(
+                fields=["replayed_at"],
+                name="dead_letter_replayed",
+                condition=Q(replayed_at__isnull=False),
+            ),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(attempts__gte=1), name="dead_letter_attempts")
         ]

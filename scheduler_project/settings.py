@@ -234,6 +234,12 @@ SCHEDULER: dict[str, Any] = {
     # one host need different slots (`beat_engine --slot N`).
     "NODE_SLOT": env_int("SCHEDULER_NODE_SLOT", 0, minimum=0),
     "DEDUP_TTL_S": env_int("SCHEDULER_DEDUP_TTL_S", 7 * 24 * 3600, minimum=60),
+    # History retention (docs/history.md, "Retention"): closed dead letters and stored attempt
+    # results are kept this many days, then purged by the beat node holding partition 0,
+    # every HISTORY_PURGE_S, with expired dedup keys.
+    "DEAD_LETTER_RETENTION_DAYS": env_int("SCHEDULER_DEAD_LETTER_RETENTION_DAYS", 30, minimum=1),
+    "RESULT_RETENTION_DAYS": env_int("SCHEDULER_RESULT_RETENTION_DAYS", 30, minimum=1),
+    "HISTORY_PURGE_S": env_float("SCHEDULER_HISTORY_PURGE_S", 300.0, minimum=0.1),
     "PAYLOAD_MAX_BYTES": env_int("SCHEDULER_PAYLOAD_MAX_BYTES", 256 * 1024, minimum=1),
     "HTTP_ALLOWLIST": env_list("SCHEDULER_HTTP_ALLOWLIST", []),
     "HTTP_RESPONSE_MAX_BYTES": env_int("SCHEDULER_HTTP_RESPONSE_MAX_BYTES", 64 * 1024, minimum=0),

@@ -46,7 +46,9 @@ def dedup_record(
     """Record ``key`` as completed; False when it was already recorded (and not expired).
 
     Runs in the caller's transaction, so a callable that records its key beside its own
-    writes commits both or neither. An expired key is replaced rather than blocking forever.
+    writes commits both or neither. An expired key is replaced rather than blocking forever,
+    except one recorded by the same run: a run still live (a retry, a replay) keeps its key
+    past ``expires_at`` until its history is purged (jobs/services/history_retention.py).
     """
     with connection.cursor() as cursor:
         cursor.execute(
@@ -59,6 +61,8 @@ def dedup_record(
                    run_id = EXCLUDED.run_id, outcome = EXCLUDED.outcome,
                    created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
              WHERE jobs_dedupkey.expires_at <= EXCLUDED.created_at
+               AND (EXCLUDED.run_id IS NULL
+                    OR jobs_dedupkey.run_id IS DISTINCT FROM EXCLUDED.run_id)
             RETURNING key
             """,
             [key, tenant_id, job_id, run_id, outcome, now, now + dedup_ttl()],
@@ -70,14 +74,5 @@ def dedup_seen(*, key: str, now: datetime) -> bool:
     return DedupKey.objects.filter(key=key, expires_at__gt=now).exists()
 
 
-def dedup_purge_expired(*, now: datetime, batch: int = 10_000) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            DELETE FROM jobs_dedupkey WHERE key IN (
-                SELECT key FROM jobs_dedupkey WHERE expires_at <= %s LIMIT %s)
-            """,
-            [now, batch],
-        )
-        deleted: int = cursor.rowcount
-        return deleted
+# Expired keys are purged by the beat nodes, never one a live run or a replay still needs
+# (jobs/services/history_retention.py).

@@ -66,6 +66,9 @@ class StartResult:
 # it (no second read, no model instances). Jobs that forbid or replace overlap take it only once
 # _start_with_policy holds their job row: a single statement cannot lock first and look after,
 # its snapshot predates the lock wait, so two runs of one job could both see "nothing running".
+# A key recorded by this very run counts even past its expiry: the purge keeps the keys of
+# live and dead runs (jobs/services/history_retention.py), so a retry or a replay that starts
+# after the TTL still finds its effect done.
 # Cancel is final (docs/architecture.md, Invariants): a queued run whose cancel was requested
 # (queued by an older reaper that did not look at the flag) never starts; the same statement
 # ends it cancelled instead.
@@ -104,7 +107,8 @@ SELECT s.id, s.attempt, s.job_id, s.tenant_id, s.scheduled_for, s.dedup_key, s.p
        s.retry_on_client_error, s.max_attempts, s.retry_base_delay, s.retry_max_delay,
        s.retry_jitter, s.critical,
        s.critical AND EXISTS (SELECT 1 FROM jobs_dedupkey AS d
-                               WHERE d.key = s.dedup_key AND d.expires_at > %(now)s),
+                               WHERE d.key = s.dedup_key
+                                 AND (d.expires_at > %(now)s OR d.run_id = s.id)),
        s.queue, s.waited, s.target_group, s.target_rate, s.target_burst
   FROM started AS s
 """

@@ -58,7 +58,8 @@ def _wait_state(run: JobRun, *states: RunState, worker: CeleryWorker) -> JobRun:
 
 
 def test_callable_success_records_run_attempt_context_and_key(worker: CeleryWorker) -> None:
-    job = _job(payload={"n": 1})
+    # Critical: only a critical job's success records its key (docs/history.md).
+    job = _job(payload={"n": 1}, critical=True)
     run = _queued_run(job)
     publish_run(run.id, 1)
 

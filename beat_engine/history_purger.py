@@ -1,0 +1,90 @@
+"""The beat node's history duty, on a thread of its own: purging expired dedup keys, closed
+dead letters and old stored results (jobs/services/history_retention.py, docs/history.md).
+
+The tick asks for a pass every ``SCHEDULER["HISTORY_PURGE_S"]`` while the node holds partition
+0, so one node of the cluster does it; two holders during a hand-over still purge one at a
+time, since every batch takes the purge's advisory lock first. A pass deletes in bounded
+batches for at most PASS_BUDGET_S; with rows left, the next pass follows after PAUSE_S, so a
+backlog is worked off without holding the database busy. The tick never waits for it, and a
+failed pass is logged and tried again at the next request: nothing leaves the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.db import connection
+
+from beat_engine.clock import Clock
+from jobs.services.history_retention import PurgeReport, history_purge
+
+logger = logging.getLogger("beat_engine")
+
+PASS_BUDGET_S = 5.0
+PAUSE_S = 0.5
+
+
+class HistoryPurger:
+    def __init__(self, *, clock: Clock, node_id: str) -> None:
+        self._clock = clock
+        self._node_id = node_id
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.passes = 0
+
+    def request(self) -> None:
+        """On the tick's thread: start a pass soon (the thread starts with the first one)."""
+        with self._lock:
+            if self._stop.is_set():
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="beat-history", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop after the batch in progress (each batch is one short transaction)."""
+        with self._lock:
+            self._stop.set()
+            self._wake.set()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            more = True
+            while more and not self._stop.is_set():
+                more = self._pass()
+                if more:
+                    self._stop.wait(PAUSE_S)
+            # Between passes the thread holds no database connection.
+            connection.close()
+
+    def _pass(self) -> bool:
+        """One pass; True when it stopped with rows left to purge."""
+        try:
+            report = history_purge(
+                now=self._clock.now(), monotonic=self._clock.monotonic, budget_s=PASS_BUDGET_S
+            )
+        except Exception:  # the thread's one broad except: a failed pass waits for the next
+            logger.warning(
+                "beat.history_purge_failed", extra={"node": self._node_id}, exc_info=True
+            )
+            connection.close()
+            return False
+        self.passes += 1
+        self._log(report)
+        return report.more
+
+    def _log(self, report: PurgeReport) -> None:
+        if report.total:
+            logger.info(
+                "beat.history_purged",
+                extra={"node": self._node_id, "more": report.more, **report.deleted},
+            )
