@@ -30,6 +30,7 @@ from beat_engine.ownership import Ownership
 from beat_engine.pipeline import ClaimBatch, Prepared, Preparer
 from beat_engine.publisher import Publisher, QueuedRun, Rendered
 from beat_engine.quotas import TenantAllowances
+from beat_engine.staging import StagedHorizon
 from beat_engine.sweep import sweep_lost_publishes
 from beat_engine.timers import fire_timers
 from beat_engine.webhook_sender import WebhookSender
@@ -82,6 +83,9 @@ class BeatEngine:
         )  # fmt: skip
         self.ownership = Ownership(config=config, clock=clock, store=store)
         self.ownership.before_handover = self._before_handover
+        self.ownership.before_join = self._stage
+        # A joining node's share, loaded before it asks for it (beat_engine/staging.py).
+        self._staged = StagedHorizon(clock, max_age_s=config.refresh_s)
         # Renews the leases from a thread of its own while a tick is busy (run() starts it;
         # tests driving tick() on a FakeClock renew in the tick only).
         self._keeper = LeaseKeeper(self.ownership, clock, stall_s=config.keeper_stall_s)
@@ -135,22 +139,10 @@ class BeatEngine:
         gained, lost = self.ownership.maintain(mono)
         self._forget(lost)
         now = self.clock.now()
-        if gained or mono >= self._next_refresh_mono:
-            self._refresh(now, None if mono >= self._next_refresh_mono else gained)
         if gained:
-            # A partition just taken over may hold runs its last owner claimed and never
-            # pushed (it died, or its pre-publish fence check failed against our new epoch):
-            # send them now, not publish_sweep_after_s later, which a failover would add to
-            # those firings' lateness. A push of the old owner's that raced ours makes a
-            # second message of the same run, which the worker's compare-and-set drops.
-            self._sweep(now, only=gained, unpublished_after=timedelta(0))
-        if gained and self.ownership.waiting_for:
-            # Loading a share takes a while; partitions released to us meanwhile are taken
-            # now rather than after this tick's claims (docs/engine.md, "Hand-over").
-            handed = self.ownership.take_waiting()
-            if handed:
-                self._refresh(now, handed)
-                self._sweep(now, only=handed, unpublished_after=timedelta(0))
+            self._take_over(now, gained)
+        if mono >= self._next_refresh_mono:
+            self._refresh(now, None)
         if changes is not None:
             self._take_changes(changes, mono)
         busy = self._claim_due()
@@ -171,6 +163,22 @@ class BeatEngine:
             self._outbox.sample_queue_depth()
             self._next_depth_mono = mono + _QUEUE_DEPTH_S
         return 0.0 if busy else self._sleep_for()
+
+    def _take_over(self, now: datetime, gained: list[int]) -> None:
+        self._load_taken(now, gained)
+        # A partition just taken over may hold runs its last owner claimed and never pushed
+        # (it died, or its pre-publish fence check failed against our new epoch): send them
+        # now, not publish_sweep_after_s later, which a failover would add to those firings'
+        # lateness. A push of the old owner's that raced ours makes a second message of the
+        # same run, which the worker's compare-and-set drops.
+        self._sweep(now, only=gained, unpublished_after=timedelta(0))
+        if self.ownership.waiting_for:
+            # Loading a share takes a while; partitions handed to us meanwhile are taken now
+            # rather than after this tick's claims (docs/engine.md, "Hand-over").
+            handed = self.ownership.take_waiting()
+            if handed:
+                self._load_taken(now, handed)
+                self._sweep(now, only=handed, unpublished_after=timedelta(0))
 
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set, then release every lease at once."""
@@ -284,8 +292,37 @@ class BeatEngine:
             if full:
                 self._next_full_refresh_mono = mono + self.config.full_refresh_s
 
+    def _stage(self, share: frozenset[int]) -> None:
+        """Before joining: load the share's horizon while its owners still serve it."""
+        until = self.clock.now() + timedelta(seconds=self.config.lookahead_s)
+        self._staged.stage(share, until=until, page=self.config.horizon_page)
+
+    def _load_taken(self, now: datetime, taken: list[int]) -> None:
+        """Load the horizon of partitions just taken: from the staged share where it has them
+        (then only what entered the horizon since, and the jobs changed meanwhile), from the
+        database for the others."""
+        staged = self._staged.take(taken)
+        rest = [p for p in taken if p not in staged.loaded_until]
+        if rest:
+            self._refresh(now, rest)
+        if not staged.loaded_until:
+            return
+        self.heap.push_many(staged.entries)
+        self._loaded_until.update(staged.loaded_until)
+        until = now + timedelta(seconds=self.config.lookahead_s)
+        page = load_horizon(
+            staged.loaded_until, until=until, page=self.config.horizon_page,
+            after=staged.loaded_until,
+        )  # fmt: skip
+        self.heap.push_many(page.entries)
+        self._loaded_until.update(page.loaded_until)
+        if staged.changed:
+            self._reload_jobs(staged.changed)
+
     def _take_changes(self, changes: Changes, mono: float) -> None:
         if changes.jobs:
+            # Changes to a staged share's jobs are reloaded when it is taken.
+            self._staged.note(changes.jobs)
             self._reload_jobs(changes.jobs)
         if changes.timers & self.leases.keys():
             # Runs a parent's outcome just made pending (jobs/services/dag_handoff.py): queued

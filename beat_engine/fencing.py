@@ -21,6 +21,35 @@ ON CONFLICT (partition) DO UPDATE
 RETURNING epoch
 """
 
+# epoch_take for several partitions in one statement, in partition order (the fence's lock
+# order: a take and a claim overlapping on some partitions never deadlock).
+TAKE_EPOCHS_SQL = """
+INSERT INTO jobs_partitionepoch (partition, epoch, owner, updated_at)
+SELECT p, 1, %s, %s FROM unnest(%s::int[]) AS p ORDER BY p
+ON CONFLICT (partition) DO UPDATE
+   SET epoch = jobs_partitionepoch.epoch + 1, owner = EXCLUDED.owner,
+       updated_at = EXCLUDED.updated_at
+RETURNING partition, epoch
+"""
+
+# A hand-over: the old owner bumps the epoch of each partition it still holds at its epoch
+# (a compare-and-set) and names the new owner, before the lease key moves. From that commit
+# on, anything it still tries under its old epoch is refused (no stale fence,
+# docs/architecture.md, Invariants), whatever the lease key says.
+HAND_OVER_SQL = """
+UPDATE jobs_partitionepoch pe
+   SET epoch = pe.epoch + 1, owner = m.target, updated_at = %s
+  FROM unnest(%s::int[], %s::bigint[], %s::text[]) AS m(partition, epoch, target)
+ WHERE pe.partition = m.partition AND pe.epoch = m.epoch
+   AND pe.partition IN (
+       SELECT l.partition FROM jobs_partitionepoch l
+         JOIN unnest(%s::int[], %s::bigint[]) AS mine(partition, epoch)
+           ON l.partition = mine.partition AND l.epoch = mine.epoch
+        ORDER BY l.partition
+          FOR UPDATE OF l)
+RETURNING pe.partition
+"""
+
 # Lock the rows in partition order (two nodes overlapping during a handover never deadlock),
 # then touch them; only the partitions whose stored epoch is still ours come back.
 FENCE_SQL = """
@@ -42,6 +71,29 @@ def epoch_take(*, partition: int, node: str, now: datetime) -> int:
         row = cursor.fetchone()
         assert row is not None
         return int(row[0])
+
+
+def epochs_take(partitions: list[int], *, node: str, now: datetime) -> dict[int, int]:
+    """A new epoch for each of ``partitions`` (as epoch_take), in one round trip."""
+    if not partitions:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(TAKE_EPOCHS_SQL, [node, now, sorted(partitions)])
+        return {int(p): int(e) for p, e in cursor.fetchall()}
+
+
+def epochs_hand_over(
+    epochs: Mapping[int, int], targets: Mapping[int, str], *, now: datetime
+) -> frozenset[int]:
+    """Supersede our ``epochs`` in favour of ``targets`` (partition -> node); returns the
+    partitions whose epoch was still ours, and so was superseded by this call."""
+    if not epochs:
+        return frozenset()
+    parts = sorted(epochs)
+    mine = [epochs[p] for p in parts]
+    with connection.cursor() as cursor:
+        cursor.execute(HAND_OVER_SQL, [now, parts, mine, [targets[p] for p in parts], parts, mine])
+        return frozenset(int(row[0]) for row in cursor.fetchall())
 
 
 def fence(epochs: Mapping[int, int], *, now: datetime) -> frozenset[int]:

@@ -75,8 +75,13 @@ def next_renewal_mono(leases: Mapping[int, Lease], default_mono: float) -> float
 class LeaseStore(Protocol):
     """Where leases and node liveness live (Redis in production). TTLs are in milliseconds."""
 
-    def acquire(self, partition: int, node: str, ttl_ms: int) -> bool:
-        """Take the lease if nobody holds it."""
+    def acquire(self, partitions: list[int], node: str, ttl_ms: int) -> list[int]:
+        """Take the leases nobody holds, and those handed to this node; returns those taken."""
+        ...
+
+    def transfer(self, targets: dict[int, str], node: str, ttl_ms: int) -> list[int]:
+        """Hand each lease this node holds to its target node (partition -> node) in one step,
+        the key never absent; returns the partitions moved."""
         ...
 
     def extend(self, partitions: list[int], node: str, ttl_ms: int) -> list[int]:
@@ -91,6 +96,10 @@ class LeaseStore(Protocol):
 
     def heartbeat(self, node: str, ttl_ms: int) -> list[str]:
         """Mark the node alive for ttl_ms and return every live node, sorted."""
+        ...
+
+    def live_nodes(self) -> list[str]:
+        """Every live node, sorted, without registering this one."""
         ...
 
     def leave(self, node: str) -> None: ...

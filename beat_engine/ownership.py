@@ -1,4 +1,4 @@
-"""Which partitions this node holds: heartbeat, rendezvous target, acquire/extend/release."""
+"""Which partitions this node holds: heartbeat, rendezvous target, acquire/extend/hand over."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import threading
 from collections.abc import Callable, Iterable
 
 import redis
+from django.db import DatabaseError
 
 from beat_engine.clock import Clock
 from beat_engine.config import EngineConfig
-from beat_engine.fencing import epoch_take
+from beat_engine.fencing import epochs_hand_over, epochs_take
 from beat_engine.leases import (
     Lease,
     LeaseStore,
@@ -45,6 +46,9 @@ class Ownership:
         # Called before partitions are handed over, so that nothing claimed under them is left
         # unmarked for the next owner to send again (the engine flushes its outbox).
         self.before_handover: Callable[[], None] = lambda: None
+        # Called with the share this node is about to ask for, before it registers: the
+        # engine loads those partitions' horizon while their owners still serve them.
+        self.before_join: Callable[[frozenset[int]], None] = lambda share: None
         self._announced = False
         # The lease keeper (beat_engine/lease_keeper.py) renews from its own thread: it
         # replaces held leases' values under this lock and never adds or removes one, so a
@@ -73,6 +77,8 @@ class Ownership:
         if mono < self.next_due_mono:
             return [], []
         cfg = self.config
+        if not self._announced:
+            self._prepare_join()
         sent = self.clock.monotonic()
         live = self.store.heartbeat(self.node, cfg.lease_ttl_ms)
         self._live = live
@@ -86,16 +92,12 @@ class Ownership:
         plan = plan_leases(desired=desired, held=self.leases)
         if plan.release:
             self.before_handover()
-        handed = self.drop(plan.release, reason="rebalance")
+        handed = self.hand_over(plan.release, live, reason="rebalance")
         if handed:
-            # The nodes now targeted for them take them as soon as they hear it.
+            # The nodes now named by their keys take them as soon as they hear it.
             self.store.announce(self.node)
         lost.extend(handed)
-        gained = [p for p in sorted(plan.acquire) if self._acquire(p)]
-        if len(gained) < len(plan.acquire):
-            # Taking the free ones took a round trip each: the others' owners may have let
-            # go meanwhile (they release when they hear our announcement).
-            gained += [p for p in sorted(plan.acquire - set(gained)) if self._acquire(p)]
+        gained = self._acquire(sorted(plan.acquire))
         self.waiting_for = frozenset(plan.acquire) - frozenset(gained)
         self.next_due_mono = sent + cfg.lease_renew_s
         if self.waiting_for:
@@ -122,7 +124,7 @@ class Ownership:
     def take_waiting(self) -> list[int]:
         """Take those of the awaited partitions their owners have released since; no heartbeat
         or renewal (a tick that just took a share and loaded it asks again before claiming)."""
-        gained = [p for p in sorted(self.waiting_for) if self._acquire(p)]
+        gained = self._acquire(sorted(self.waiting_for))
         if gained:
             self.waiting_for -= frozenset(gained)
             PARTITIONS_OWNED.set(len(self.leases))
@@ -192,26 +194,81 @@ class Ownership:
         self.renewed_mono = max(self.renewed_mono, sent)
         return gap
 
-    def _acquire(self, partition: int) -> bool:
+    def _prepare_join(self) -> None:
+        """Before the first heartbeat: the share we will ask for, among the nodes live now."""
+        live = sorted({*self.store.live_nodes(), self.node})
+        self.before_join(
+            assign_partitions(self.config.partitions, live).get(self.node, frozenset())
+        )
+
+    def _acquire(self, partitions: list[int]) -> list[int]:
+        """Take the free leases among ``partitions`` and those handed to us, each with a new
+        epoch from PostgreSQL (one round trip to each for all of them); returns those taken."""
         cfg = self.config
         sent = self.clock.monotonic()
-        if not self.store.acquire(partition, self.node, cfg.lease_ttl_ms):
-            return False  # still held by its previous owner, which lets go at its next renewal
-        taken = False
+        taken = self.store.acquire(partitions, self.node, cfg.lease_ttl_ms)
+        if not taken:
+            return []  # still held by their owners, which hand them over when they hear us
+        epochs: dict[int, int] = {}
         try:
-            epoch = epoch_take(partition=partition, node=self.node, now=self.clock.now())
-            taken = True
+            # Our own epoch even for a partition handed to us: the key may be a previous
+            # process's of this node id, whose epoch must not be ours (no stale fence).
+            epochs = epochs_take(taken, node=self.node, now=self.clock.now())
         finally:
-            if not taken:
+            if len(epochs) < len(taken):
                 # Without an epoch the lease is useless; free it for a node that can use it.
-                self.store.release([partition], self.node)
+                self.store.release([p for p in taken if p not in epochs], self.node)
         with self._lock:
-            self.leases[partition] = lease_from_grant(
-                partition=partition, node=self.node, epoch=epoch, sent_at_mono=sent,
-                ttl_s=cfg.lease_ttl_s, renew_s=cfg.lease_renew_s,
-            )  # fmt: skip
-        count(LEASES_ACQUIRED)
-        return True
+            for partition, epoch in epochs.items():
+                self.leases[partition] = lease_from_grant(
+                    partition=partition, node=self.node, epoch=epoch, sent_at_mono=sent,
+                    ttl_s=cfg.lease_ttl_s, renew_s=cfg.lease_renew_s,
+                )  # fmt: skip
+        count(LEASES_ACQUIRED, len(epochs))
+        return sorted(epochs)
+
+    def hand_over(self, partitions: Iterable[int], live: list[str], *, reason: str) -> list[int]:
+        """Give ``partitions`` to the nodes ``live`` assigns them, with no instant at which
+        nobody owns them: first our epochs are superseded in PostgreSQL (naming the new owner),
+        so that nothing we still try under them is accepted, then each lease key is replaced by
+        the new owner's in one Redis step. The new owner takes it when it hears our
+        announcement, with its own epoch (docs/engine.md, "Hand-over")."""
+        with self._lock:
+            gone = {p: self.leases.pop(p).epoch for p in sorted(partitions) if p in self.leases}
+        if not gone:
+            return []
+        assigned = assign_partitions(self.config.partitions, live)
+        targets = {
+            p: node
+            for node, share in assigned.items()
+            if node != self.node
+            for p in share
+            if p in gone
+        }
+        superseded: frozenset[int] = frozenset()
+        try:
+            superseded = epochs_hand_over(
+                {p: gone[p] for p in targets}, targets, now=self.clock.now()
+            )
+        except DatabaseError:
+            # The keys are let go instead: the new owners take them at their next tick.
+            logger.warning("beat.lease.handover_failed", extra={"node": self.node}, exc_info=True)
+        moved = self.store.transfer(
+            {p: targets[p] for p in superseded}, self.node, self.config.lease_ttl_ms
+        )
+        # Already superseded (fenced out), no other node to take it, or no hand-over: let go.
+        released = self.store.release([p for p in gone if p not in moved], self.node)
+        logger.info(
+            "beat.lease.released",
+            extra={
+                "node": self.node,
+                "partitions": sorted(gone),
+                "handed_to": {str(p): targets[p] for p in moved},
+                "released": released,
+                "reason": reason,
+            },
+        )
+        return sorted(gone)
 
     def drop(self, partitions: Iterable[int], *, reason: str = "fenced") -> list[int]:
         with self._lock:
@@ -230,7 +287,10 @@ class Ownership:
         """SIGTERM: give every lease back now, so others need not wait for the TTL."""
         gone = sorted(self.leases)
         try:
-            self.drop(gone, reason="shutdown")
+            others = [n for n in self.store.live_nodes() if n != self.node]
+            # Handed straight to the nodes that take them once we are gone, which they do
+            # when they hear us leave.
+            self.hand_over(gone, others, reason="shutdown")
             self.store.leave(self.node)
         except redis.RedisError:
             logger.warning("beat.lease.release_failed", extra={"node": self.node}, exc_info=True)

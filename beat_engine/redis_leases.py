@@ -1,4 +1,5 @@
-"""RedisLeaseStore: SET NX PX leases, extend/release-if-owner scripts, live-node registry."""
+"""RedisLeaseStore: lease keys taken, extended, handed over and released by Lua scripts; live-node
+registry."""
 
 from __future__ import annotations
 
@@ -38,6 +39,37 @@ for i, key in ipairs(KEYS) do
     end
 end
 return released
+"""
+
+# Take every lease in KEYS that is free, or that names ARGV[1] already (handed to it by its
+# previous owner, TRANSFER_IF_OWNER_LUA); returns the 1-based indexes taken.
+ACQUIRE_LUA = """
+local taken = {}
+for i, key in ipairs(KEYS) do
+    local holder = redis.call('GET', key)
+    if holder == false then
+        redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
+        table.insert(taken, i)
+    elseif holder == ARGV[1] then
+        redis.call('PEXPIRE', key, ARGV[2])
+        table.insert(taken, i)
+    end
+end
+return taken
+"""
+
+# A hand-over: each lease in KEYS that ARGV[1] still holds now names ARGV[2 + i], its new
+# owner, for ARGV[2] ms. The key is replaced, never deleted: at no instant does the partition
+# have no owner. Returns the 1-based indexes moved.
+TRANSFER_IF_OWNER_LUA = """
+local moved = {}
+for i, key in ipairs(KEYS) do
+    if redis.call('GET', key) == ARGV[1] then
+        redis.call('SET', key, ARGV[2 + i], 'PX', ARGV[2])
+        table.insert(moved, i)
+    end
+end
+return moved
 """
 
 # Liveness scored by Redis's own clock, so node clocks need not agree: register the node until
@@ -87,6 +119,8 @@ class RedisLeaseStore:
         self._client = client
         self._extend = client.register_script(EXTEND_IF_OWNER_LUA)
         self._release = client.register_script(RELEASE_IF_OWNER_LUA)
+        self._acquire = client.register_script(ACQUIRE_LUA)
+        self._transfer = client.register_script(TRANSFER_IF_OWNER_LUA)
         self._heartbeat = client.register_script(HEARTBEAT_LUA)
         self._claim_node_id = client.register_script(CLAIM_NODE_ID_LUA)
         self._keep_node_id = client.register_script(KEEP_NODE_ID_LUA)
@@ -95,8 +129,20 @@ class RedisLeaseStore:
         self._instance = f"{socket.gethostname()} pid {os.getpid()} {os.urandom(4).hex()}"
         self._node_id_claimed: str | None = None
 
-    def acquire(self, partition: int, node: str, ttl_ms: int) -> bool:
-        return bool(self._client.set(_lease_key(partition), node, nx=True, px=ttl_ms))
+    def acquire(self, partitions: list[int], node: str, ttl_ms: int) -> list[int]:
+        if not partitions:
+            return []
+        hits = self._acquire(keys=[_lease_key(p) for p in partitions], args=[node, ttl_ms])
+        return [partitions[int(i) - 1] for i in hits]
+
+    def transfer(self, targets: dict[int, str], node: str, ttl_ms: int) -> list[int]:
+        if not targets:
+            return []
+        parts = sorted(targets)
+        hits = self._transfer(
+            keys=[_lease_key(p) for p in parts], args=[node, ttl_ms, *(targets[p] for p in parts)]
+        )
+        return [parts[int(i) - 1] for i in hits]
 
     def extend(self, partitions: list[int], node: str, ttl_ms: int) -> list[int]:
         if not partitions:

@@ -1,0 +1,178 @@
+"""A hand-over moves each lease key straight to its new owner, and supersedes the old owner's
+epoch in PostgreSQL first; a joining node loads its share before it asks for it.
+
+The fake clock never moves: every partition changes hands on the change feed's
+announcements alone. Between the old owner's step and the new owner's, the keys are sampled:
+none is ever absent, and the old owner's epochs are already refused (no stale fence,
+docs/architecture.md, Invariants).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+from django.db import connection, transaction
+
+from beat_engine.engine import BeatEngine
+from beat_engine.fencing import epochs_current, fence
+from beat_engine.horizon import HORIZON_SQL
+from beat_engine.lease_keys import lease_key
+from beat_engine.notifications import ChangeFeed
+from beat_engine.partitions import assign_partitions
+from jobs.models import Job, PartitionEpoch
+from jobs.services.jobs import job_pause
+from tests.support.beat_nodes import make_engine
+from tests.support.clock import FakeClock
+from tests.support.factories import T0, job_factory, tenant_factory
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def _engine(clock: FakeClock, node_id: str) -> BeatEngine:
+    engine = make_engine(clock, node_id=node_id)
+    engine.feed = ChangeFeed(redis.Redis.from_url(engine.config.redis_url))
+    return engine
+
+
+def _owners(client: redis.Redis, partitions: int) -> dict[int, str | None]:
+    values = client.mget([lease_key(p) for p in range(partitions)])
+    return {p: (v.decode() if v else None) for p, v in enumerate(values)}
+
+
+def _hear(engine: BeatEngine) -> None:
+    """Wait for the next announcement on the engine's feed (its sleep)."""
+    assert engine.feed is not None
+    engine.feed.wait(5.0)
+
+
+def _zombie_refused(epochs: dict[int, int]) -> None:
+    """What the old owner would still try under its epochs: its pre-publish check and a
+    claim's fence both find none of them current."""
+    assert epochs
+    assert epochs_current(epochs) == frozenset()
+    with transaction.atomic():
+        assert fence(epochs, now=T0) == frozenset()
+
+
+def test_a_joining_node_is_handed_each_key_with_no_instant_unowned(
+    redis_client: redis.Redis,
+) -> None:
+    clock = FakeClock(T0)
+    a = _engine(clock, "node-a")
+    a.tick()
+    partitions = a.config.partitions
+    a_epochs = {p: lease.epoch for p, lease in a.leases.items()}
+    b = _engine(clock, "node-b")
+    b.tick()  # registers and asks: its whole share is still node-a's
+    fair = assign_partitions(partitions, ["node-a", "node-b"])
+    expected = {p: n for n, parts in fair.items() for p in parts}
+    assert b.ownership.waiting_for == fair["node-b"]
+
+    _hear(a)
+    a.tick()  # hands node-b's share over
+    # Before node-b has done anything: every key names its new owner, none is absent.
+    assert _owners(redis_client, partitions) == expected
+    handed = {p: a_epochs[p] for p in fair["node-b"]}
+    _zombie_refused(handed)
+    rows = PartitionEpoch.objects.filter(partition__in=fair["node-b"])
+    assert {r.owner for r in rows} == {"node-b"}
+    assert all(r.epoch == a_epochs[r.partition] + 1 for r in rows)
+
+    _hear(b)
+    b.tick()
+    assert set(b.leases) == fair["node-b"]
+    assert b.ownership.waiting_for == frozenset()
+    # node-b's own epochs, above the ones issued for the hand-over.
+    assert all(lease.epoch == a_epochs[p] + 2 for p, lease in b.leases.items())
+    assert set(epochs_current({p: lease.epoch for p, lease in b.leases.items()})) == set(
+        fair["node-b"]
+    )
+    assert _owners(redis_client, partitions) == expected
+    a.shutdown()
+    b.shutdown()
+
+
+def test_a_stopping_node_hands_its_keys_to_the_survivors(redis_client: redis.Redis) -> None:
+    clock = FakeClock(T0)
+    a = _engine(clock, "node-a")
+    a.tick()
+    b = _engine(clock, "node-b")
+    b.tick()
+    _hear(a)
+    a.tick()
+    _hear(b)
+    b.tick()
+    partitions = a.config.partitions
+    b_epochs = {p: lease.epoch for p, lease in b.leases.items()}
+    assert b_epochs
+
+    b.shutdown()  # SIGTERM: hands everything to node-a, then leaves
+    assert _owners(redis_client, partitions) == dict.fromkeys(range(partitions), "node-a")
+    _zombie_refused(b_epochs)
+    _hear(a)
+    a.tick()
+    assert sorted(a.leases) == list(range(partitions))
+    assert a.ownership.waiting_for == frozenset()
+    a.shutdown()
+    # The last node lets its keys go: nobody is left to hand them to.
+    assert set(_owners(redis_client, partitions).values()) == {None}
+
+
+def _horizon_queries(sink: list[list[Any]]) -> Callable[..., Any]:
+    def wrapper(execute: Callable[..., Any], sql: str, params: Any, many: bool, ctx: Any) -> Any:
+        if sql == HORIZON_SQL:
+            sink.append(list(params))
+        return execute(sql, params, many, ctx)
+
+    return wrapper
+
+
+def test_a_joining_node_loads_its_share_before_asking_and_reads_only_the_difference(
+    redis_client: redis.Redis,
+) -> None:
+    clock = FakeClock(T0)
+    tenant = tenant_factory()
+
+    def a_job() -> Job:
+        return job_factory(
+            tenant, interval=timedelta(seconds=10), anchor_at=T0 + timedelta(seconds=5)
+        )
+
+    jobs = [a_job() for _ in range(30)]
+    a = _engine(clock, "node-a")
+    a.tick()
+    b = _engine(clock, "node-b")
+    b.tick()  # loads its share's horizon, then registers and asks
+    share = assign_partitions(a.config.partitions, ["node-a", "node-b"])["node-b"]
+    mine = [j for j in jobs if j.partition in share]
+    assert mine
+
+    # Changed after node-b loaded its share, before it holds it: one paused, new ones.
+    job_pause(job_id=mine[0].id, now=T0)
+    added = [a_job() for _ in range(10)]
+    b.tick()  # hears the changes (its share is not its yet)
+    _hear(a)
+    a.tick()
+    _hear(b)
+    queries: list[list[Any]] = []
+    with connection.execute_wrapper(_horizon_queries(queries)):
+        b.tick()
+    assert set(b.leases) == share
+
+    # The hand-over read only what lies past the staged horizon: every partition of the
+    # query has a lower bound (a full load has none).
+    assert queries
+    for params in queries:
+        parts, since = params[0], params[1]
+        assert set(parts) <= share
+        assert None not in since
+    active = [j for j in [*jobs, *added] if j.partition in share and j.id != mine[0].id]
+    assert all(j.id in b.heap for j in active)
+    assert len(b.heap) == len(active)
+    assert mine[0].id not in b.heap
+    a.shutdown()
+    b.shutdown()
