@@ -14,6 +14,7 @@ from beat_engine.errors import FencedOut
 from beat_engine.fencing import fence
 from beat_engine.publisher import QueuedRun
 from jobs.models import JobStatus, RunTrigger
+from jobs.services import running_limits
 from jobs.services.notifications import DeadLetterFact, notify_dead_letters
 from jobs.states import TIMER_STATES, AttemptOutcome, RunState
 
@@ -223,3 +224,6 @@ def _reap(
                 [DeadLetterFact(run, attempts, error) for run, _j, _t, attempts, error in dead],
                 now=now,
             )
+    # Every reaped run left running: its slot is returned now that its lease has expired, so
+    # as many runs parked by its tenant's or job's running limit are released.
+    running_limits.release_after(cursor, [row[0] for row in expired], now=now)

@@ -45,6 +45,9 @@ class ExecutionOutcome(enum.Enum):
     CANCELLED = "cancelled"
     # The outcome write updated zero rows: this attempt had been superseded (a zombie).
     REFUSED = "refused"
+    # Its tenant's or job's running limit was reached: parked until a slot frees, no attempt
+    # spent (jobs/services/running_limits.py).
+    LIMITED = "limited"
     # Held back by its target's rate limit, or answered 429/503: waiting in retry_wait for its
     # turn, no attempt spent (jobs/services/target_waits.py).
     HELD = "held"
@@ -198,6 +201,9 @@ def _execute(
     if started.outcome == starts.StartOutcome.DEFERRED:
         metrics.RUNS_DEFERRED.labels(reason=started.policy).inc()
         return ExecutionOutcome.DEFERRED
+    if started.outcome == starts.StartOutcome.HELD:
+        # Counted where it parked (scheduler_runs_held_total).
+        return ExecutionOutcome.LIMITED
     run = started.run
     assert run is not None
     # A target with no limit costs one dict lookup here, no Redis round trip.

@@ -77,6 +77,12 @@ RUNS_DEFERRED = Counter(
     "Runs the job's concurrency policy sent back to wait at their start, by policy.",
     ["reason"],
 )
+# Running limits (jobs/services/running_limits.py): a run parked at its start, by the limit.
+RUNS_HELD = Counter(
+    "scheduler_runs_held_total",
+    "Runs parked at their start because their tenant's or job's running limit was reached.",
+    ["limit"],
+)
 DUPLICATE_DELIVERIES = Counter(
     "scheduler_duplicate_deliveries_total",
     "Messages whose attempt was no longer queued (redelivered or re-sent), dropped at the start.",

@@ -22,6 +22,22 @@ class Tenant(models.Model):
     created_at = models.DateTimeField()
     # Per-tenant cap on runs queued at once, so one tenant's burst cannot starve another's.
     max_queued_runs = models.PositiveIntegerField(default=100_000)
+    # Runs of the tenant running at once, across every worker (docs/limits.md, "Running
+    # concurrency"); null is no limit, the default: a start of such a tenant's run takes no
+    # lock and counts nothing. Set by operators in the admin.
+    max_running_runs = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Runs of this tenant running at once, across all workers; empty: no limit.",
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(max_running_runs__isnull=True) | Q(max_running_runs__gte=1),
+                name="tenant_max_running_runs_positive",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -161,6 +177,9 @@ class Job(models.Model):
     starting_deadline = models.DurationField(null=True, blank=True)
     jitter_window = models.DurationField(default=timedelta(0))
     critical = models.BooleanField(default=False)
+    # Runs of this job running at once (docs/limits.md, "Running concurrency"); null: no limit
+    # of its own, only its tenant's.
+    max_running_runs = models.PositiveIntegerField(null=True, blank=True)
     # When a dependent job runs for a logical time, judged on its parents' runs (docs/dags.md).
     trigger_rule = models.CharField(
         max_length=16,
@@ -245,6 +264,10 @@ class Job(models.Model):
                 condition=Q(jitter_window__gte=timedelta(0)), name="job_jitter_not_negative"
             ),
             models.CheckConstraint(condition=Q(priority__lte=9), name="job_priority_range"),
+            models.CheckConstraint(
+                condition=Q(max_running_runs__isnull=True) | Q(max_running_runs__gte=1),
+                name="job_max_running_runs_positive",
+            ),
             models.CheckConstraint(
                 condition=Q(catchup_limit__gte=1, catchup_limit__lte=1000),
                 name="job_catchup_limit_range",
@@ -334,6 +357,9 @@ class JobRun(models.Model):
     worker = models.CharField(max_length=200, blank=True, default="")
     lease_until = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Which limit parked this run in retry_wait without spending an attempt ('' for none):
+    # jobs/services/running_limits.py. Cleared by the start.
+    held_by = models.CharField(max_length=16, blank=True, default="", db_default="")
 
     queued_at = models.DateTimeField(null=True, blank=True)
     # When the run's current message was pushed, or last found still waiting in the broker.
@@ -397,6 +423,18 @@ class JobRun(models.Model):
             # time. BRIN keeps one summary per range of pages, so inserts cost next to nothing
             # and, on PostgreSQL 16, updates of a run stay HOT.
             BrinIndex(fields=["created_at"], name="run_created_brin", autosummarize=True),
+            # Running limits: a tenant's (a job's) parked runs, oldest firing first, and the
+            # released ones on their way to a worker (jobs/services/running_limits.py).
+            models.Index(
+                fields=["tenant", "scheduled_for", "id"],
+                name="run_held_by_tenant",
+                condition=Q(state__in=["queued", "retry_wait"], held_by="tenant_running"),
+            ),
+            models.Index(
+                fields=["job", "scheduled_for", "id"],
+                name="run_held_by_job",
+                condition=Q(state__in=["queued", "retry_wait"], held_by="job_running"),
+            ),
             # Concurrency policy: the job's runs in flight (jobs.states.IN_FLIGHT_STATES).
             models.Index(
                 fields=["job"],

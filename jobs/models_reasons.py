@@ -63,7 +63,8 @@ class ReasonKind(models.TextChoices):
     # the starting deadline.
     MISSED_CATCH_UP = "missed_catch_up", "Missed by catch-up policy"
     # The firing at first_at was held back count times, from recorded_at to updated_at,
-    # because its tenant was at max_queued_runs.
+    # because its tenant was at max_queued_runs; or its run waited that many times to start
+    # because its tenant or its job had max_running_runs running (detail says which limit).
     DEFERRED_TENANT_LIMIT = "deferred_tenant_limit", "Deferred by tenant limit"
     # The run of the firing at first_at was held back count times by its target's rate limit
     # (jobs/target_limits.py): it waited in retry_wait, no attempt spent; detail says which.

@@ -231,3 +231,20 @@ def validate_policies(
         raise InvalidInput("catchup.limit", "must be between 1 and 1000")
     if starting_deadline is not None and starting_deadline < timedelta(seconds=1):
         raise InvalidInput("catchup.starting_deadline", "must be at least 1 second")
+
+
+# A bound on the value only: far above any worker fleet, low enough that counting a tenant's
+# running runs under its lock stays a short index scan (docs/limits.md, "Running concurrency").
+MAX_RUNNING_LIMIT = 100_000
+
+
+def validate_running_limit(field: str, limit: Any) -> None:
+    """A running limit is None (no limit) or a whole number from 1 to MAX_RUNNING_LIMIT."""
+    if limit is None:
+        return
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidInput(field, "must be a whole number or null")
+    if not 1 <= limit <= MAX_RUNNING_LIMIT:
+        raise InvalidInput(
+            field, f"must be between 1 and {MAX_RUNNING_LIMIT}, or null for no limit"
+        )

@@ -220,6 +220,9 @@ SCHEDULER: dict[str, Any] = {
     "CLAIM_BATCH": env_int("SCHEDULER_CLAIM_BATCH", 1000, minimum=1),
     "RUN_LEASE_S": env_float("SCHEDULER_RUN_LEASE_S", 30.0, minimum=1.0),
     "HEARTBEAT_S": env_float("SCHEDULER_HEARTBEAT_S", 10.0, minimum=0.1),
+    # A run parked by a running limit is made due again by the next end of a run of its tenant
+    # or job; this is the backstop when no release reaches it (docs/limits.md).
+    "RUNNING_LIMIT_RECHECK_S": env_float("SCHEDULER_RUNNING_LIMIT_RECHECK_S", 300.0, minimum=0.1),
     "CANCEL_GRACE_S": env_float("SCHEDULER_CANCEL_GRACE_S", 5.0, minimum=0.0),
     # A target that ignores cancellation keeps its thread after its attempt ended; a pool
     # process holding this many such threads is replaced after its current run

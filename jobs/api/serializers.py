@@ -91,6 +91,13 @@ class JobDefinitionIn(StrictSerializer):
         help_text="all_success (default): after every parent's run succeeded; all_done: after "
         "every parent's run ended, whatever its outcome.",
     )
+    max_running_runs = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        help_text="Runs of this job running at once, across all workers (1-100000); null "
+        "(default): no limit of its own, only its tenant's. A run over it waits, no attempt "
+        "spent, and starts when a slot frees, oldest firing first (docs/limits.md).",
+    )
 
 
 class JobCreateIn(JobDefinitionIn):
@@ -113,6 +120,7 @@ class JobPatchIn(JobDefinitionIn):
 
 _SIMPLE = ("name", "description", "timezone", "payload", "concurrency_policy", "critical")
 _SIMPLE_MORE = ("priority", "queue", "trigger_rule")
+_LIMITS = ("max_running_runs",)
 _RETRIES = {
     "max_attempts": "max_attempts",
     "jitter": "retry_jitter",
@@ -154,7 +162,7 @@ def _dependency_fields(data: dict[str, Any]) -> dict[str, Any]:
 
 def job_changes(data: dict[str, Any]) -> dict[str, Any]:
     """Validated request fields -> JobInput field names (only those the client sent)."""
-    out: dict[str, Any] = {k: data[k] for k in (*_SIMPLE, *_SIMPLE_MORE) if k in data}
+    out: dict[str, Any] = {k: data[k] for k in (*_SIMPLE, *_SIMPLE_MORE, *_LIMITS) if k in data}
     if {"schedule", "interval_sec", "run_at"} & data.keys():
         # Naming one schedule kind replaces the other two and the parents; naming two, or a
         # schedule and parents, is the service's error.
@@ -240,6 +248,9 @@ class JobOut(serializers.Serializer[Any]):
         help_text="Ids of the job's parents (kind dependent); empty for a scheduled job."
     )
     trigger_rule = serializers.CharField()
+    max_running_runs = serializers.IntegerField(
+        allow_null=True, help_text="Runs of this job running at once; null: no limit of its own."
+    )
     next_fire_at = AwareDateTimeField(allow_null=True)
     last_fire_at = AwareDateTimeField(allow_null=True)
     version = serializers.IntegerField()

@@ -70,6 +70,8 @@ class JobInput:
     # Parent jobs (docs/dags.md): with any, the job is dependent and has no schedule of its own.
     depends_on: list[uuid.UUID] | None = None
     trigger_rule: str = TriggerRule.ALL_SUCCESS
+    # Runs of this job running at once (docs/limits.md, "Running concurrency"); None: no limit.
+    max_running_runs: int | None = None
 
 
 SCHEDULE_FIELDS = ("cron", "interval", "run_at")
@@ -152,6 +154,7 @@ def _validate_input(data: JobInput) -> None:
         )
     if data.trigger_rule not in TriggerRule.values:
         raise InvalidInput("trigger_rule", f"must be one of {', '.join(TriggerRule.values)}")
+    validation.validate_running_limit("max_running_runs", data.max_running_runs)
     if data.catchup_policy not in CatchUpPolicyChoice.values:
         raise InvalidInput(
             "catchup.policy", f"must be one of {', '.join(CatchUpPolicyChoice.values)}"
@@ -212,6 +215,7 @@ def _apply_input(job: Job, data: JobInput, kind: str, spec: ScheduleSpec | None)
     job.jitter_window = data.jitter_window
     job.critical = data.critical
     job.trigger_rule = data.trigger_rule
+    job.max_running_runs = data.max_running_runs
 
 
 def _save_new(job: Job) -> None:
@@ -305,6 +309,7 @@ def job_input_from(job: Job) -> JobInput:
         critical=job.critical,
         depends_on=dependencies.parent_ids_of(job.id) or None,
         trigger_rule=job.trigger_rule,
+        max_running_runs=job.max_running_runs,
     )
 
 

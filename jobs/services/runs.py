@@ -18,8 +18,8 @@ from psycopg.types.json import Jsonb
 from jobs import metrics
 from jobs.db_failover import retry_on_failover
 from jobs.models import DeadLetter, JobRun, RunAttempt
-from jobs.notify import notify_runs_cancelled
-from jobs.services import dag_handoff
+from jobs.notify import notify_runs_cancelled, notify_timers_due
+from jobs.services import dag_handoff, running_limits
 from jobs.services.dedup import dedup_ttl
 from jobs.states import AttemptOutcome, RunState, sources_of
 
@@ -156,8 +156,8 @@ WITH finished AS (
        SET outcome = %(outcome)s, error = %(last_error)s, finished_at = %(now)s
       FROM finished AS f
      WHERE a.run_id = f.id AND a.attempt = f.attempt
-){keyed}
-SELECT job_id, tenant_id, state, {child_partitions} FROM finished
+){keyed}{released}
+SELECT job_id, tenant_id, state, {child_partitions}, {released_partitions} FROM finished
 """
 
 # dedup_record's upsert, fed by the CAS: a key the callable already recorded with its effect
@@ -279,6 +279,10 @@ def _finish(
         # The hand-off trigger wrote the children's runs with this statement; the partitions
         # of the job's children say which engine nodes to wake (jobs/services/dag_handoff.py).
         child_partitions=dag_handoff.CHILD_PARTITIONS_SQL.format(job_id="finished.job_id"),
+        # The slot the run held frees with this statement: the oldest run its tenant's or its
+        # job's running limit parked is made due now (jobs/services/running_limits.py).
+        released=running_limits.release_one_cte("finished"),
+        released_partitions=running_limits.RELEASED_PARTITIONS_SQL,
     )
     params = {
         **values,
@@ -299,6 +303,7 @@ def _finish(
         return None
     if row[2] != RunState.RETRY_WAIT:
         dag_handoff.wake_children(list(row[3]))
+    notify_timers_due(list(row[4]))
     return _Finished(job_id=row[0], tenant_id=row[1], state=RunState(row[2]))
 
 

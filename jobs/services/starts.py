@@ -14,7 +14,7 @@ from django.db import connection, transaction
 
 from beat_engine.backoff import RetryPolicy
 from jobs.models import ConcurrencyPolicy
-from jobs.services import overlap
+from jobs.services import overlap, running_limits
 from jobs.services.runs import run_lease
 from jobs.states import IN_FLIGHT_STATES, RunState
 from jobs.targets import TargetSpec
@@ -28,6 +28,9 @@ class StartOutcome(enum.Enum):
     SKIPPED = "skipped"
     # Held back by forbid after earlier attempts: back in retry_wait, its error kept.
     DEFERRED = "deferred"
+    # Its tenant's or job's running limit was reached: parked in retry_wait until a slot frees
+    # (jobs/services/running_limits.py), no attempt spent.
+    HELD = "held"
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class StartedRun:
 class StartResult:
     outcome: StartOutcome
     run: StartedRun | None = None
-    # The concurrency policy that held the run back (SKIPPED, DEFERRED).
+    # The concurrency policy that held the run back (SKIPPED, DEFERRED); for HELD, the limit.
     policy: str = ""
 
 
@@ -71,7 +74,9 @@ class StartResult:
 # after the TTL still finds its effect done.
 # Cancel is final (docs/architecture.md, Invariants): a queued run whose cancel was requested
 # (queued by an older reaper that did not look at the flag) never starts; the same statement
-# ends it cancelled instead.
+# ends it cancelled instead. A run whose tenant or job has a running limit is left to the
+# locked path too, which counts under the tenant's lock (jobs/services/running_limits.py); for
+# every other run the limit costs this statement one probe of the tenant's primary key.
 _START_SQL = """
 WITH refused AS (
     UPDATE jobs_jobrun
@@ -81,14 +86,15 @@ WITH refused AS (
 ), started AS (
     UPDATE jobs_jobrun AS r
        SET state = %(running)s, started_at = %(now)s, heartbeat_at = %(now)s,
-           lease_until = %(lease_until)s, worker = %(worker)s, finished_at = NULL,
+           lease_until = %(lease_until)s, worker = %(worker)s, finished_at = NULL, held_by = '',
            start_lag = COALESCE(r.start_lag, CASE WHEN r.attempt = 1
                                                   THEN %(now)s - COALESCE(r.due_at, r.scheduled_for)
                                              END)
-      FROM jobs_job AS j
+      FROM jobs_job AS j, jobs_tenant AS t
      WHERE r.id = %(run_id)s AND r.attempt = %(attempt)s AND r.state = %(queued)s
        AND NOT r.cancel_requested
-       AND j.id = r.job_id AND (j.concurrency_policy = %(allow)s OR %(policy_applied)s)
+       AND j.id = r.job_id AND t.id = r.tenant_id
+       AND ((j.concurrency_policy = %(allow)s AND {unlimited}) OR %(policy_applied)s)
     RETURNING r.id, r.attempt, r.epoch, r.queued_at, r.job_id, r.tenant_id, r.scheduled_for,
               r.dedup_key, j.payload, j.target_kind, j.target_name, j.target_url,
               j.target_headers, j.timeout, j.retry_on_client_error, j.max_attempts,
@@ -111,7 +117,7 @@ SELECT s.id, s.attempt, s.job_id, s.tenant_id, s.scheduled_for, s.dedup_key, s.p
                                  AND (d.expires_at > %(now)s OR d.run_id = s.id)),
        s.queue, s.waited, s.target_group, s.target_rate, s.target_burst
   FROM started AS s
-"""
+""".replace("{unlimited}", running_limits.limited_clause("t", "j"))
 
 
 def _loads(value: Any) -> Any:
@@ -247,10 +253,12 @@ def _start_with_policy(params: dict[str, Any]) -> StartResult:
     """
     run_id = params["run_id"]
     with transaction.atomic(), connection.cursor() as cursor:
+        # The tenant's running-limit lock before the job row (one lock order).
+        tenant_limit = running_limits.lock_tenant(cursor, run_id)
         cursor.execute(
             """
             SELECT j.id, j.concurrency_policy, r.scheduled_for, r.state, r.attempt,
-                   r.cancel_requested
+                   r.cancel_requested, j.max_running_runs, r.tenant_id
               FROM jobs_job AS j
               JOIN jobs_jobrun AS r ON r.job_id = j.id
              WHERE r.id = %s FOR NO KEY UPDATE OF j
@@ -269,13 +277,19 @@ def _start_with_policy(params: dict[str, Any]) -> StartResult:
             return StartResult(
                 StartOutcome.STALE if started is None else StartOutcome.STARTED, started
             )
-        cursor.execute(_SIBLINGS_SQL, [job_id, _IN_FLIGHT, run_id])
-        others = [overlap.Sibling(r[0], RunState(r[1]), r[2]) for r in cursor.fetchall()]
+        others: list[overlap.Sibling] = []
+        if policy != ConcurrencyPolicy.ALLOW:
+            cursor.execute(_SIBLINGS_SQL, [job_id, _IN_FLIGHT, run_id])
+            others = [overlap.Sibling(r[0], RunState(r[1]), r[2]) for r in cursor.fetchall()]
         decision = overlap.decide(
             policy, scheduled_for=scheduled_for, attempt=params["attempt"], others=others
         )
         if decision.verdict != overlap.Verdict.START:
             return _hold_back(params, policy, decision)
+        if tenant_limit is not None or row[6] is not None:
+            held = _held_by_limit(cursor, params, row, tenant_limit)
+            if held is not None:
+                return held
         started = _start_statement(params, policy_applied=True)
         if started is None:
             return StartResult(StartOutcome.STALE)
@@ -284,6 +298,39 @@ def _start_with_policy(params: dict[str, Any]) -> StartResult:
             # its next heartbeat; this run does not wait for it.
             _replace_older(params, decision.replaces)
         return StartResult(StartOutcome.STARTED, started)
+
+
+def _held_by_limit(
+    cursor: Any, params: dict[str, Any], row: Sequence[Any], tenant_limit: int | None
+) -> StartResult | None:
+    """Parked when the tenant's or the job's running limit holds the run back, else None.
+
+    Counted under the tenant's lock and the job's row lock, which this transaction holds."""
+    job_limit = row[6]
+    hold = running_limits.hold_for(
+        cursor,
+        run_id=params["run_id"],
+        tenant_id=row[7],
+        job_id=row[0],
+        scheduled_for=row[2],
+        tenant_limit=tenant_limit,
+        job_limit=job_limit,
+        now=params["now"],
+    )
+    if hold is None:
+        return None
+    limit = tenant_limit if hold == running_limits.Hold.TENANT else job_limit
+    parked = running_limits.park(
+        cursor,
+        run_id=params["run_id"],
+        attempt=params["attempt"],
+        hold=hold,
+        limit=limit,
+        now=params["now"],
+    )
+    if not parked:
+        return StartResult(StartOutcome.STALE)
+    return StartResult(StartOutcome.HELD, policy=hold.value)
 
 
 def run_start(*, run_id: uuid.UUID, attempt: int, worker: str, now: datetime) -> StartResult:
@@ -302,6 +349,7 @@ def run_start(*, run_id: uuid.UUID, attempt: int, worker: str, now: datetime) ->
     started = _start_statement(params, policy_applied=False)
     if started is not None:
         return StartResult(StartOutcome.STARTED, started)
-    # Zero rows: a stale or duplicate delivery, or a job whose policy needs its row locked. The
-    # locked path tells them apart and decides again, so a policy changed meanwhile is honoured.
+    # Zero rows: a stale or duplicate delivery, or a job whose policy or running limit needs
+    # locks. The locked path tells them apart and decides again, so a policy or limit changed
+    # meanwhile is honoured.
     return _start_with_policy(params)

@@ -1,0 +1,224 @@
+"""Running limits at the start and outcome statements, on real PostgreSQL: parking, the release
+by the next end or by the reaper, oldest first, the job's limit, and the API's validation."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connections as db_connections
+
+from beat_engine.fencing import epoch_take
+from beat_engine.timers import fire_timers
+from jobs.models import DecisionReason, Job, JobRun, Tenant
+from jobs.services.runs import run_succeed
+from jobs.services.starts import StartOutcome, StartResult, run_start
+from jobs.states import RunState
+from tests.support.api import api_client_for, error_fields, job_body
+from tests.support.factories import T0, job_factory, run_factory, tenant_factory
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+NOW = T0 + timedelta(days=1)
+
+
+def _limited(limit: int) -> Tenant:
+    tenant = tenant_factory()
+    Tenant.objects.filter(id=tenant.id).update(max_running_runs=limit)
+    return tenant
+
+
+def _queued(job: Job, offset_s: int, attempt: int = 1) -> JobRun:
+    return run_factory(
+        job, scheduled_for=T0 + timedelta(seconds=offset_s), state=RunState.QUEUED,
+        attempt=attempt, queued_at=NOW, due_at=None,
+    )  # fmt: skip
+
+
+def _start(run: JobRun, attempt: int = 1) -> StartResult:
+    return run_start(run_id=run.id, attempt=attempt, worker="w", now=NOW)
+
+
+def _timers(job: Job, *, now: Any = NOW) -> list[Any]:
+    epochs = {job.partition: epoch_take(partition=job.partition, node="n", now=now)}
+    return [queued.run_id for queued in fire_timers(epochs, now=now, limit=100).queued]
+
+
+def test_a_run_over_its_tenants_limit_waits_without_spending_an_attempt_and_starts_on_release() -> (
+    None
+):
+    job = job_factory(_limited(2))
+    first, second, third = (_queued(job, s) for s in (0, 1, 2))
+
+    assert [_start(r).outcome for r in (first, second)] == [StartOutcome.STARTED] * 2
+    held = _start(third)
+
+    assert (held.outcome, held.policy) == (StartOutcome.HELD, "tenant_running")
+    parked = JobRun.objects.get(id=third.id)
+    assert (parked.state, parked.attempt, parked.held_by) == (
+        RunState.RETRY_WAIT, 0, "tenant_running",
+    )  # fmt: skip
+    assert parked.due_at is not None
+    assert parked.due_at > NOW + timedelta(seconds=60)
+    assert parked.attempts.count() == 0
+    reason = DecisionReason.objects.get(job=job, first_at=third.scheduled_for)
+    assert (reason.kind, reason.count) == ("deferred_tenant_limit", 1)
+    assert reason.detail == "running limit: tenant had max_running_runs=2 running"
+    # Not due before a slot frees: the timers leave it.
+    assert _timers(job) == []
+
+    assert run_succeed(run_id=first.id, attempt=1, now=NOW)
+
+    assert JobRun.objects.get(id=third.id).due_at == NOW
+    assert _timers(job) == [third.id]
+    assert _start(third).outcome == StartOutcome.STARTED
+    started = JobRun.objects.get(id=third.id)
+    assert (started.state, started.attempt, started.held_by) == (RunState.RUNNING, 1, "")
+
+
+def test_waiting_runs_are_released_oldest_firing_first_and_a_newcomer_waits_behind_them() -> None:
+    job = job_factory(_limited(1))
+    running = _queued(job, 0)
+    assert _start(running).outcome == StartOutcome.STARTED
+    # Parked in the opposite order of their firings.
+    late, early = _queued(job, 20), _queued(job, 10)
+    assert _start(late).outcome == _start(early).outcome == StartOutcome.HELD
+
+    assert run_succeed(run_id=running.id, attempt=1, now=NOW)
+    assert _timers(job) == [early.id]
+    # A newer firing arriving while the released one is on its way waits behind the parked one,
+    # although no run is running.
+    newcomer = _queued(job, 30)
+    assert _start(newcomer).outcome == StartOutcome.HELD
+    assert _start(early).outcome == StartOutcome.STARTED
+    assert JobRun.objects.get(id=late.id).due_at > NOW
+
+
+def test_free_slots_behind_older_waiting_runs_go_to_them_first() -> None:
+    # The limit was raised while runs waited: the next start finds free slots behind them, so it
+    # releases them, oldest first, rather than let the slots idle until the backstop; it starts
+    # itself only when a slot is left after them.
+    tenant = _limited(1)
+    job = job_factory(tenant)
+    running = _queued(job, 0)
+    assert _start(running).outcome == StartOutcome.STARTED
+    older, old = _queued(job, 10), _queued(job, 11)
+    assert _start(older).outcome == _start(old).outcome == StartOutcome.HELD
+    Tenant.objects.filter(id=tenant.id).update(max_running_runs=3)
+
+    newcomer = _queued(job, 20)
+    assert _start(newcomer).outcome == StartOutcome.HELD
+    assert JobRun.objects.get(id=older.id).due_at == NOW
+    assert JobRun.objects.get(id=old.id).due_at == NOW
+    assert JobRun.objects.get(id=newcomer.id).due_at > NOW
+
+    # Two slots free (one running, two released on their way), one older run waiting: it is
+    # released, and the 30 s firing takes the slot left after it.
+    Tenant.objects.filter(id=tenant.id).update(max_running_runs=5)
+    assert _start(_queued(job, 30)).outcome == StartOutcome.STARTED
+    assert JobRun.objects.get(id=newcomer.id).due_at == NOW
+
+
+def test_a_jobs_own_limit_holds_its_runs_and_its_next_end_releases_them() -> None:
+    tenant = tenant_factory()
+    limited = job_factory(tenant, max_running_runs=1)
+    other = job_factory(tenant)
+    first, second = _queued(limited, 0), _queued(limited, 1)
+    assert _start(first).outcome == StartOutcome.STARTED
+    held = _start(second)
+    assert (held.outcome, held.policy) == (StartOutcome.HELD, "job_running")
+    # The tenant has no limit: its other job is not held.
+    assert _start(_queued(other, 2)).outcome == StartOutcome.STARTED
+
+    assert run_succeed(run_id=first.id, attempt=1, now=NOW)
+    assert _timers(limited) == [second.id]
+    assert _start(second).outcome == StartOutcome.STARTED
+
+
+def test_the_reaper_returns_a_lost_runs_slot_when_its_lease_expires() -> None:
+    job = job_factory(_limited(1), max_attempts=1)
+    lost = _queued(job, 0)
+    assert _start(lost).outcome == StartOutcome.STARTED
+    waiting = _queued(job, 10)
+    assert _start(waiting).outcome == StartOutcome.HELD
+    lease = JobRun.objects.get(id=lost.id).lease_until
+    assert lease is not None
+
+    # Before the lease expires the slot is still taken.
+    _timers(job, now=lease - timedelta(seconds=1))
+    assert JobRun.objects.get(id=waiting.id).due_at > lease
+    after = lease + timedelta(seconds=1)
+    _timers(job, now=after)
+
+    assert JobRun.objects.get(id=lost.id).state == RunState.DEAD
+    assert JobRun.objects.get(id=waiting.id).due_at == after
+    assert _timers(job, now=after) == [waiting.id]
+
+
+def test_concurrent_starts_never_take_more_slots_than_the_limit() -> None:
+    job = job_factory(_limited(2))
+    runs = [_queued(job, s) for s in range(8)]
+    outcomes: dict[Any, StartOutcome] = {}
+    barrier = threading.Barrier(len(runs))
+
+    def start(run: JobRun) -> None:
+        try:
+            barrier.wait()
+            outcomes[run.id] = _start(run).outcome
+        finally:
+            db_connections.close_all()
+
+    threads = [threading.Thread(target=start, args=(run,)) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(o.value for o in outcomes.values()) == ["held"] * 6 + ["started"] * 2
+    assert JobRun.objects.filter(job=job, state=RunState.RUNNING).count() == 2
+
+
+def test_unlimited_tenants_runs_start_without_waiting() -> None:
+    job = job_factory()
+    runs = [_queued(job, s) for s in range(5)]
+    assert [_start(r).outcome for r in runs] == [StartOutcome.STARTED] * 5
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (0, "must be between 1 and 100000, or null for no limit"),
+        (100_001, "must be between 1 and 100000, or null for no limit"),
+        ("2", None),
+        (True, None),
+    ],
+)
+def test_the_api_refuses_a_bad_job_limit_with_a_field_error(
+    value: Any, message: str | None
+) -> None:
+    client = api_client_for(f"limits-{id(value)}")
+
+    response = client.post("/v1/jobs", job_body(max_running_runs=value))
+
+    assert response.status_code == 400, response.content
+    fields = error_fields(response)
+    assert list(fields) == ["max_running_runs"], fields
+    if message is not None:
+        assert fields["max_running_runs"] == [message]
+    assert not Job.objects.filter(tenant=client.tenant).exists()
+
+
+def test_the_api_sets_shows_and_clears_a_job_limit() -> None:
+    client = api_client_for("limits-set")
+    created = client.post("/v1/jobs", job_body(max_running_runs=3))
+    assert created.status_code == 201, created.content
+    assert created.json()["max_running_runs"] == 3
+    job_id = created.json()["job_id"]
+
+    cleared = client.patch(f"/v1/jobs/{job_id}", {"max_running_runs": None})
+
+    assert cleared.status_code == 200, cleared.content
+    assert cleared.json()["max_running_runs"] is None
+    assert Job.objects.get(id=job_id).max_running_runs is None
