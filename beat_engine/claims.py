@@ -267,7 +267,7 @@ def _add_job(batch: _Batch, row: Sequence[object], now: datetime) -> None:
             batch.runs.append((run_id, job_id, scheduled_for, trigger, RunState.QUEUED,
                                jitter_us))  # fmt: skip
             batch.queued[run_id] = QueuedRun(
-                run_id, 1, partition, queue, priority, scheduled_for + offset
+                run_id, 1, partition, queue, priority, scheduled_for + offset, _tenant(row)
             )
         else:
             batch.runs.append((run_id, job_id, scheduled_for, trigger, RunState.PENDING,

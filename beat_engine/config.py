@@ -64,6 +64,11 @@ class EngineConfig:
     # The lease keeper renews on its own thread only while the engine's loop came round
     # within this long (beat_engine/lease_keeper.py): a hung loop's partitions fail over.
     keeper_stall_s: float = 30.0
+    # Backpressure (beat_engine/backpressure.py): at this many messages waiting in a broker
+    # queue the node stops pushing to it and holds the runs, queued in the database, until
+    # the queue drains (0: no bound); while it holds runs it looks at the depth this often.
+    broker_queue_bound: int = 100_000
+    backpressure_poll_s: float = 0.1
     # PostgreSQL ends this node's sessions idle this long inside a transaction (db_session.py).
     idle_tx_timeout_s: float = 10.0
     # How often the holder of partition 0 purges history past its retention
@@ -91,6 +96,7 @@ class EngineConfig:
             "redis_url": settings.REDIS_URL,
             "broker_url": broker_redis_url(settings.CELERY_BROKER_URL),
             "republish_after_s": 2 * float(sched["RUN_LEASE_S"]),
+            "broker_queue_bound": int(sched.get("BROKER_QUEUE_MAX_DEPTH", 100_000)),
             "idle_tx_timeout_s": float(sched.get("ENGINE_IDLE_TX_TIMEOUT_S", 10.0)),
             "history_purge_s": float(sched.get("HISTORY_PURGE_S", 300.0)),
         }

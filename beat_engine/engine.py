@@ -58,6 +58,7 @@ _WEBHOOKS_POLL_S = 2.0
 _LATENESS_CHECK_S = 60.0
 # How often a node samples the length of the broker queues it publishes to (a gauge).
 _QUEUE_DEPTH_S = 5.0
+_MICROSECOND = timedelta(microseconds=1)
 
 
 class BeatEngine:
@@ -79,7 +80,7 @@ class BeatEngine:
         self.feed = feed
         self._outbox = Outbox(
             publisher=publisher, clock=clock, node_id=config.node_id,
-            mark_within_s=config.mark_within_s,
+            mark_within_s=config.mark_within_s, queue_bound=config.broker_queue_bound,
         )  # fmt: skip
         self.ownership = Ownership(config=config, clock=clock, store=store)
         self.ownership.before_handover = self._before_handover
@@ -118,6 +119,7 @@ class BeatEngine:
         self._next_history_mono = now_mono + config.history_purge_s
         self._next_lateness_mono = now_mono + _LATENESS_CHECK_S
         self._next_depth_mono = now_mono
+        self._next_release_mono = now_mono
         self._stop_claims_at = now_mono
         # One thread (and connection) that prepares the next batch while a backlog drains.
         self._preparer = Preparer()
@@ -155,6 +157,10 @@ class BeatEngine:
             # fires again instead of waiting a poll per batch. Otherwise the next pass is at
             # the poll, or sooner when a timer falls due before it.
             self._next_timer_mono = mono if more else self._next_timer_pass()
+        if self._outbox.held and mono >= self._next_release_mono:
+            # Backpressure: held runs go out as their queue drains (beat_engine/backpressure.py).
+            self._release_held()
+            self._next_release_mono = mono + self.config.backpressure_poll_s
         if mono >= self._next_sweep_mono:
             self._sweep(self.clock.now())
             self._next_sweep_mono = mono + self.config.sweep_s
@@ -267,6 +273,7 @@ class BeatEngine:
     def _forget(self, partitions: Iterable[int]) -> None:
         gone = list(partitions)
         self.heap.drop_partitions(gone)
+        self._outbox.drop_held(gone)
         if gone and self._backlog:
             dropped = frozenset(gone)
             self._backlog = [e for e in self._backlog if e.partition not in dropped]
@@ -357,6 +364,8 @@ class BeatEngine:
             self._next_timer_mono - mono,
             self._next_refresh_mono - mono,
         )
+        if self._outbox.held:
+            wait = min(wait, self._next_release_mono - mono)
         head = self.heap.peek()
         if head is not None:
             wait = min(wait, (head.due_at - self.clock.now()).total_seconds())
@@ -502,10 +511,11 @@ class BeatEngine:
         if batch.future is not None:
             # Pushed on the preparing thread while the next batch's claim runs; the outbox
             # waits for it before the tick ends.
-            self._outbox.send_on(self._preparer.executor, sendable, epochs, rendered)
-            sent = len(sendable)
+            sent = self._outbox.send_on(
+                self._preparer.executor, sendable, epochs, rendered, since=batch.now
+            )
         else:
-            sent = self._outbox.send(sendable, epochs, rendered)
+            sent = self._outbox.send(sendable, epochs, rendered, since=batch.now)
         metrics.count(metrics.FIRINGS_CLAIMED, result.claimed)
         metrics.count(metrics.FIRINGS_MISSED, result.missed)
         logger.info(
@@ -604,10 +614,9 @@ class BeatEngine:
             # ends. Fenced here, on this thread, as every push is (no stale fence,
             # docs/architecture.md, Invariants).
             sendable, held = self._sendable(result.queued)
-            self._outbox.send_on(self._preparer.executor, sendable, held)
-            published = len(sendable)
+            published = self._outbox.send_on(self._preparer.executor, sendable, held, since=now)
         else:
-            published = self._publish(result.queued)
+            published = self._publish(result.queued, since=now)
         metrics.count(metrics.TIMERS_FIRED, result.fired)
         metrics.count(metrics.RUNS_REAPED, result.reaped)
         metrics.count(metrics.RUNS_DEAD, result.dead)
@@ -637,6 +646,12 @@ class BeatEngine:
         partitions = sorted(epochs if only is None else set(only) & epochs.keys())
         if unpublished_after is None:
             unpublished_after = timedelta(seconds=self.config.publish_sweep_after_s)
+        oldest_held = self._outbox.held.oldest_since()
+        if only is None and oldest_held is not None:
+            # Runs held back at a queue's bound are unpublished but not lost: the periodic
+            # sweep looks only at runs queued before the oldest of them (a takeover's sweep
+            # looks at partitions just gained, whose runs this node holds none of).
+            unpublished_after = max(unpublished_after, now - oldest_held + _MICROSECOND)
         for _ in range(_SWEEP_BATCHES_PER_TICK):
             found = sweep_lost_publishes(
                 partitions,
@@ -645,6 +660,9 @@ class BeatEngine:
                 republish_after=timedelta(seconds=self.config.republish_after_s),
                 limit=self.config.claim_batch,
             )
+            swept = len(found)
+            # Held back here (sent again earlier, and at the bound): not lost.
+            found = [f for f in found if f.run.run_id not in self._outbox.held]
             # Only runs whose message is gone; those still waiting in the broker are re-stamped.
             runs = self._outbox.lost(found, now=now)
             published = 0
@@ -656,12 +674,27 @@ class BeatEngine:
                 logger.info(
                     "beat.republish", extra={"node": self.config.node_id, "runs": published}
                 )
-            if len(found) < self.config.claim_batch or (runs and not published):
+            if swept < self.config.claim_batch or not found or (runs and not published):
                 break
 
-    def _publish(self, runs: Sequence[QueuedRun], rendered: Rendered | None = None) -> int:
+    def _publish(
+        self,
+        runs: Sequence[QueuedRun],
+        rendered: Rendered | None = None,
+        *,
+        since: datetime | None = None,
+    ) -> int:
         sendable, epochs = self._sendable(runs)
-        return self._outbox.send(sendable, epochs, rendered)
+        return self._outbox.send(sendable, epochs, rendered, since=since)
+
+    def _release_held(self) -> None:
+        """Push the held runs their queues have room for now, fenced as every push is (no
+        stale fence, docs/architecture.md, Invariants); a run fenced out is its partition's
+        new owner's to send."""
+        runs = self._outbox.release_held()
+        if runs:
+            sendable, epochs = self._sendable(runs)
+            self._outbox.send(sendable, epochs, admitted=True)
 
     def _sendable(self, runs: Sequence[QueuedRun]) -> tuple[list[QueuedRun], dict[int, int]]:
         if not runs:

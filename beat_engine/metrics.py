@@ -16,6 +16,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from jobs.metrics import DEAD_LETTERS, LAG_BUCKETS, observe_many, start_exporter
 
 if TYPE_CHECKING:
+    from beat_engine.backpressure import HeldRuns
     from beat_engine.publisher import QueuedRun
 
 # Claims and ticks: a claim batch takes milliseconds to a few hundred when a spike drains.
@@ -100,6 +101,31 @@ QUEUE_DEPTH = Gauge(
     ["queue"],
     multiprocess_mode="max",
 )
+
+
+PUBLISHES_HELD_BACK = Counter(
+    "scheduler_publishes_held_back_total",
+    "Claimed runs held back because their broker queue was at its bound "
+    "(SCHEDULER_BROKER_QUEUE_MAX_DEPTH); pushed when it drains.",
+    ["queue"],
+)
+RUNS_HELD_BACK = Gauge(
+    "scheduler_runs_held_back",
+    "Runs this node holds back, queued in the database, until their broker queue drains.",
+    ["queue"],
+    multiprocess_mode="max",
+)
+
+
+def count_held_back(queue: str, runs: int) -> None:
+    if runs:
+        PUBLISHES_HELD_BACK.labels(queue=queue).inc(runs)
+
+
+def set_held(held: HeldRuns[QueuedRun], queues: Iterable[str] = ()) -> None:
+    """The held-back gauge of every queue with held runs, and of ``queues`` (0 once drained)."""
+    for queue in {*queues, *held.queues()}:
+        RUNS_HELD_BACK.labels(queue=queue).set(held.count(queue))
 
 
 def count(counter: Counter, amount: int = 1) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from datetime import datetime
@@ -11,6 +12,7 @@ from datetime import datetime
 import redis
 
 from beat_engine import metrics
+from beat_engine.backpressure import HeldRuns, QueueRoom
 from beat_engine.clock import Clock
 from beat_engine.publisher import Publisher, Pushed, QueuedRun, Rendered, mark_published
 from beat_engine.sweep import Swept
@@ -26,9 +28,19 @@ class Outbox:
     """
 
     def __init__(
-        self, *, publisher: Publisher, clock: Clock, node_id: str, mark_within_s: float
+        self,
+        *,
+        publisher: Publisher,
+        clock: Clock,
+        node_id: str,
+        mark_within_s: float,
+        queue_bound: int = 0,
     ) -> None:
         self._publisher = publisher
+        # Backpressure (beat_engine/backpressure.py): runs held back while their queue is at
+        # its bound, touched on the engine's thread only (send, send_on and release run there).
+        self._room = QueueRoom(queue_bound)
+        self.held: HeldRuns[QueuedRun] = HeldRuns()
         self._clock = clock
         self._node_id = node_id
         self._mark_within_s = mark_within_s
@@ -42,9 +54,19 @@ class Outbox:
         return self._publisher.render(runs, epochs)
 
     def send(
-        self, runs: list[QueuedRun], epochs: dict[int, int], rendered: Rendered | None = None
+        self,
+        runs: list[QueuedRun],
+        epochs: dict[int, int],
+        rendered: Rendered | None = None,
+        *,
+        since: datetime | None = None,
+        admitted: bool = False,
     ) -> int:
-        """Push now; returns how many runs went out (0 if the broker refused them)."""
+        """Push now what the queues' bounds let through (the rest is held back; ``since``: an
+        instant at or before the runs' queued_at; ``admitted``: released by release_held, let
+        through already); returns how many runs went out (0 if the broker refused them)."""
+        if not admitted:
+            runs = self._admit(runs, since)
         if not runs:
             return 0
         return self._record(lambda: self._push(runs, epochs, rendered), len(runs))
@@ -55,10 +77,15 @@ class Outbox:
         runs: list[QueuedRun],
         epochs: dict[int, int],
         rendered: Rendered | None = None,
-    ) -> None:
-        """Push on ``executor``'s thread; collect() waits for it and records the outcome."""
+        *,
+        since: datetime | None = None,
+    ) -> int:
+        """Push on ``executor``'s thread what the queues' bounds let through (returns how many
+        runs that is); collect() waits for it and records the outcome."""
+        runs = self._admit(runs, since)
         if runs:
             self._in_flight.append((executor.submit(self._push, runs, epochs, rendered), len(runs)))
+        return len(runs)
 
     def collect(self) -> None:
         """Wait for every push handed to another thread; re-raise the first unexpected error."""
@@ -99,6 +126,62 @@ class Outbox:
         except redis.RedisError:
             # A gauge left at its last value; the broker's outage shows in engine errors.
             logger.debug("beat.queue_depth_failed", exc_info=True)
+
+    def _admit(self, runs: list[QueuedRun], since: datetime | None) -> list[QueuedRun]:
+        """The runs that fit below their queue's bound; the others are held back, and the
+        held runs of a queue that has room go first, in fair order."""
+        if not runs or not self._room.enabled:
+            return runs
+        wanted = Counter(run.queue for run in runs)
+        check = [q for q, n in wanted.items() if self.held.waiting(q) or self._room.must_read(q, n)]
+        if check:
+            try:
+                depths = self._publisher.queue_depths(check)
+            except redis.RedisError:
+                # The push that follows fails the same way and is logged (the sweep sends).
+                logger.warning("beat.queue_depth_failed", exc_info=True)
+                return runs
+            for queue in check:
+                self._room.observed(queue, depths[queue])
+        admitted: list[QueuedRun] = []
+        for queue in wanted:
+            group = [run for run in runs if run.queue == queue] if len(wanted) > 1 else runs
+            if self.held.waiting(queue) or len(group) > self._room.room(queue):
+                held = self.held.hold(group, since=since)
+                metrics.count_held_back(queue, held)
+                group = self.held.release(queue, self._room.room(queue))
+            self._room.pushed(queue, len(group))
+            admitted.extend(group)
+        if self.held:
+            metrics.set_held(self.held)
+        return admitted
+
+    def release_held(self) -> list[QueuedRun]:
+        """Held runs whose queue has room now, in fair order, counted as pushed: the caller
+        fences them and sends them with ``admitted=True``."""
+        queues = self.held.queues()
+        if not queues:
+            return []
+        try:
+            depths = self._publisher.queue_depths(queues)
+        except redis.RedisError:
+            logger.warning("beat.queue_depth_failed", exc_info=True)
+            return []
+        released: list[QueuedRun] = []
+        for queue in queues:
+            self._room.observed(queue, depths[queue])
+            out = self.held.release(queue, self._room.room(queue))
+            self._room.pushed(queue, len(out))
+            released.extend(out)
+        metrics.set_held(self.held, queues)
+        return released
+
+    def drop_held(self, partitions: Sequence[int]) -> None:
+        """Partitions no longer ours: their held runs are the next owner's to send."""
+        if self.held and partitions:
+            queues = self.held.queues()
+            self.held.drop_partitions(partitions)
+            metrics.set_held(self.held, queues)
 
     def lost(self, found: Sequence[Swept], *, now: datetime) -> list[QueuedRun]:
         """Of the runs the sweep found unstarted, those whose message is gone: never marked

@@ -45,6 +45,9 @@ class QueuedRun:
     priority: int
     # The attempt's due instant, when known (claims, timers): its publish lag is measured from it.
     due_at: datetime | None = None
+    # The run's tenant, when known (claims): held-back runs go out in fair rounds by tenant
+    # (beat_engine/backpressure.py); 0 groups the runs of timers and the sweep.
+    tenant: int = 0
 
 
 def queue_key(queue: str, priority: int) -> str:
@@ -246,6 +249,19 @@ class Publisher:
             with self._lists_lock:
                 self._lists.update(by_key)
         return self.ledger.push(by_key, _PUSH_CHUNK)
+
+    def queue_depths(self, queues: Sequence[str]) -> dict[str, int]:
+        """Messages waiting in each of ``queues``: its priority lists' lengths summed, in one
+        round trip (the backpressure's reading, beat_engine/backpressure.py)."""
+        keys = sorted({(queue, queue_key(queue, step)) for queue in queues
+                       for step in PRIORITY_STEPS})  # fmt: skip
+        pipe = self._client.pipeline(transaction=False)
+        for _queue, key in keys:
+            pipe.llen(key)
+        depth = dict.fromkeys(queues, 0)
+        for (queue, _key), length in zip(keys, pipe.execute(), strict=True):
+            depth[queue] += int(length)
+        return depth
 
     def sample_queue_depth(self) -> None:
         """Set the queue depth gauge of every queue pushed to: its lists' lengths, summed over

@@ -229,6 +229,10 @@ SCHEDULER: dict[str, Any] = {
     # (jobs/worker_recycle.py), so none holds more.
     "MAX_ABANDONED_TARGETS": env_int("SCHEDULER_MAX_ABANDONED_TARGETS", 8, minimum=1),
     "PUBLISH_SWEEP_AFTER_S": env_float("SCHEDULER_PUBLISH_SWEEP_AFTER_S", 30.0, minimum=1.0),
+    # Backpressure: a beat node stops pushing to a broker queue holding this many messages
+    # and holds the runs, queued in PostgreSQL, until it drains; 0 turns the bound off
+    # (docs/limits.md, "Backpressure to the broker").
+    "BROKER_QUEUE_MAX_DEPTH": env_int("SCHEDULER_BROKER_QUEUE_MAX_DEPTH", 100_000, minimum=0),
     # How long a statement that is safe to repeat is tried again while no PostgreSQL primary
     # answers (jobs/db_failover.py): longer than a promotion takes, shorter than a run lease
     # would make a repeated outcome write pointless (docs/operations.md, "PostgreSQL failover").

@@ -1,0 +1,195 @@
+"""Backpressure to the broker: a bound on each queue's depth, and the runs held back (pure).
+
+When a queue's depth in the broker reaches ``bound`` messages, the engine stops pushing to it:
+the runs it claims for that queue stay ``queued`` and unpublished in PostgreSQL (claimed, their
+lateness not yet written) and wait here, in memory, until the workers have taken messages
+away. Nothing is dropped: the database is the queue of record, and what this node holds is
+found there again by the next owner's takeover sweep if the node dies (Redis is a hint,
+docs/architecture.md, Invariants). The run's lateness is written when it is really pushed.
+
+The held runs go out in fair rounds across tenants, as the claims do (beat_engine/fair_order.py):
+the tenant served least in the current hold goes next, a tenant's own runs highest priority
+first (0 highest), then oldest first. So one tenant's 200,000 held runs do not stand in front
+of another tenant's run claimed after them; and since the broker holds at most ``bound`` of
+them, that run starts after at most ``bound`` messages, not after the whole backlog.
+
+QueueRoom decides how many messages a queue may still take. It reads the depth from the broker
+only when its estimate says the queue might be full: between reads, what this node pushed is
+added to the last depth read, an upper bound since workers only take messages away. A spike
+below the bound therefore costs no read at all.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Generic, Protocol, TypeVar
+from uuid import UUID
+
+
+class Holdable(Protocol):
+    @property
+    def run_id(self) -> UUID: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def tenant(self) -> int: ...
+
+
+R = TypeVar("R", bound=Holdable)
+
+
+class QueueRoom:
+    """Room left in each queue below ``bound`` (0: no bound), from depths the caller reads."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        # The last depth read plus what was pushed since: never below the real depth.
+        self._estimate: dict[str, int] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.bound > 0
+
+    def must_read(self, queue: str, wanted: int) -> bool:
+        """Whether pushing ``wanted`` more might pass the bound by the estimate (or there is
+        no estimate yet): then the caller reads the depth and calls ``observed``."""
+        estimate = self._estimate.get(queue)
+        return self.enabled and (estimate is None or estimate + wanted > self.bound)
+
+    def observed(self, queue: str, depth: int) -> None:
+        self._estimate[queue] = depth
+
+    def room(self, queue: str) -> int:
+        if not self.enabled:
+            return 1 << 62
+        return max(0, self.bound - self._estimate.get(queue, self.bound))
+
+    def pushed(self, queue: str, count: int) -> None:
+        if queue in self._estimate:
+            self._estimate[queue] += count
+
+
+class HeldRuns(Generic[R]):
+    """Runs waiting for room in their queue, per queue, handed out in fair rounds by tenant."""
+
+    def __init__(self) -> None:
+        # queue -> tenant -> heap of (priority, sequence, run)
+        self._queues: dict[str, dict[int, list[tuple[int, int, R]]]] = {}
+        self._ids: set[UUID] = set()
+        self._seq = 0
+        # Runs handed out per (queue, tenant) in the current hold, and the turn last served.
+        self._turn: dict[str, dict[int, int]] = {}
+        self._round: dict[str, int] = {}
+        # For each run's batch, an instant at or before its queued_at, and how many of the
+        # batch are held: the sweep never looks for unpublished runs from that instant on.
+        self._since: dict[UUID, datetime] = {}
+        self._since_count: dict[datetime, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, run_id: object) -> bool:
+        return run_id in self._ids
+
+    def queues(self) -> list[str]:
+        return sorted(self._queues)
+
+    def count(self, queue: str) -> int:
+        return sum(len(heap) for heap in self._queues.get(queue, {}).values())
+
+    def waiting(self, queue: str) -> bool:
+        return queue in self._queues
+
+    def oldest_since(self) -> datetime | None:
+        """The earliest queued_at bound of the held runs claimed or fired here: unpublished
+        runs queued before it are not among them."""
+        return min(self._since_count, default=None)
+
+    def hold(self, runs: Iterable[R], *, since: datetime | None) -> int:
+        """Hold ``runs`` (those not held already); ``since``: an instant at or before their
+        queued_at, None when unknown (runs the sweep found, which it skips while held)."""
+        held = 0
+        for run in runs:
+            if run.run_id in self._ids:
+                continue
+            self._ids.add(run.run_id)
+            if since is not None:
+                self._since[run.run_id] = since
+                self._since_count[since] = self._since_count.get(since, 0) + 1
+            self._seq += 1
+            tenants = self._queues.setdefault(run.queue, {})
+            heapq.heappush(tenants.setdefault(run.tenant, []), (run.priority, self._seq, run))
+            held += 1
+        return held
+
+    def release(self, queue: str, room: int) -> list[R]:
+        """Up to ``room`` held runs of ``queue``, in fair rounds across its tenants."""
+        tenants = self._queues.get(queue)
+        if not tenants or room <= 0:
+            return []
+        turns = self._turn.setdefault(queue, {})
+        last = self._round.get(queue, 0)
+        ready = [
+            (max(turns.get(t, 0), last), heap[0][0], heap[0][1], t) for t, heap in tenants.items()
+        ]
+        heapq.heapify(ready)
+        out: list[R] = []
+        while ready and len(out) < room:
+            turn, _prio, _seq, tenant = heapq.heappop(ready)
+            heap = tenants[tenant]
+            out.append(heapq.heappop(heap)[2])
+            last = turn
+            turns[tenant] = turn + 1
+            if heap:
+                heapq.heappush(ready, (turn + 1, heap[0][0], heap[0][1], tenant))
+            else:
+                del tenants[tenant]
+        self._round[queue] = last
+        if not tenants:
+            # The hold is over for this queue: the next starts its rounds afresh.
+            del self._queues[queue]
+            self._turn.pop(queue, None)
+            self._round.pop(queue, None)
+        self._forget(out)
+        return out
+
+    def drop_partitions(self, partitions: Iterable[int]) -> list[R]:
+        """Forget the runs of partitions no longer ours: their next owner's sweep sends them."""
+        gone = frozenset(partitions)
+        dropped: list[R] = []
+        if not gone or not self._ids:
+            return dropped
+        for queue in list(self._queues):
+            tenants = self._queues[queue]
+            for tenant in list(tenants):
+                kept = [item for item in tenants[tenant] if item[2].partition not in gone]
+                dropped.extend(item[2] for item in tenants[tenant] if item[2].partition in gone)
+                if kept:
+                    heapq.heapify(kept)
+                    tenants[tenant] = kept
+                else:
+                    del tenants[tenant]
+            if not tenants:
+                del self._queues[queue]
+                self._turn.pop(queue, None)
+                self._round.pop(queue, None)
+        self._forget(dropped)
+        return dropped
+
+    def _forget(self, runs: Sequence[R]) -> None:
+        for run in runs:
+            self._ids.discard(run.run_id)
+            since = self._since.pop(run.run_id, None)
+            if since is None:
+                continue
+            left = self._since_count[since] - 1
+            if left:
+                self._since_count[since] = left
+            else:
+                del self._since_count[since]
