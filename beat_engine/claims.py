@@ -180,6 +180,12 @@ def _tenant(row: Sequence[object]) -> int:
     return tenant
 
 
+def _priority(row: Sequence[object]) -> int:
+    priority = row[11]
+    assert isinstance(priority, int)
+    return priority
+
+
 def _jitter(row: Sequence[object]) -> timedelta:
     job_id, window = row[0], row[15]
     if isinstance(window, timedelta) and window and isinstance(job_id, uuid.UUID):
@@ -276,8 +282,9 @@ def _add_job(batch: _Batch, row: Sequence[object], now: datetime) -> None:
     last = max([*runs, *missed], default=due)
     if following is not None:
         batch.next_due[job_id] = DueEntry(
-            following + offset, job_id, partition, _tenant(row), fire_at=following
-        )
+            following + offset, job_id, partition, _tenant(row), fire_at=following,
+            priority=priority,
+        )  # fmt: skip
     status = JobStatus.ACTIVE if following else JobStatus.COMPLETED
     batch.partition_of[job_id] = partition
     # None stands for "the due instant" (the usual case): a NULL costs the server no parsing.
@@ -402,7 +409,14 @@ def _within_quota(
         assert isinstance(row[2], int)
         assert isinstance(row[9], datetime)
         result.next_due.append(
-            DueEntry(now + QUOTA_RETRY, row[0], row[2], _tenant(row), fire_at=row[9])
+            DueEntry(
+                now + QUOTA_RETRY,
+                row[0],
+                row[2],
+                _tenant(row),
+                fire_at=row[9],
+                priority=_priority(row),
+            )
         )
         result.deferred_firings.append((row[0], _tenant(row), row[2], row[9]))
     result.deferred = len(defer)
@@ -426,7 +440,14 @@ def _due_rows(
         assert isinstance(row[0], uuid.UUID)
         assert isinstance(row[2], int)
         result.next_due.append(
-            DueEntry(due + _jitter(row), row[0], row[2], _tenant(row), fire_at=due)
+            DueEntry(
+                due + _jitter(row),
+                row[0],
+                row[2],
+                _tenant(row),
+                fire_at=due,
+                priority=_priority(row),
+            )
         )
     return due_rows
 

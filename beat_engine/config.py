@@ -64,6 +64,9 @@ class EngineConfig:
     # The lease keeper renews on its own thread only while the engine's loop came round
     # within this long (beat_engine/lease_keeper.py): a hung loop's partitions fail over.
     keeper_stall_s: float = 30.0
+    # The share of a backlog's claim order reserved for the lowest priority waiting
+    # (SCHEDULER_LOW_PRIORITY_SHARE, docs/limits.md "Priorities").
+    low_priority_share: float = 0.1
     # Backpressure (beat_engine/backpressure.py): at this many messages waiting in a broker
     # queue the node stops pushing to it and holds the runs, queued in the database, until
     # the queue drains (0: no bound); while it holds runs it looks at the depth this often.
@@ -96,6 +99,7 @@ class EngineConfig:
             "redis_url": settings.REDIS_URL,
             "broker_url": broker_redis_url(settings.CELERY_BROKER_URL),
             "republish_after_s": 2 * float(sched["RUN_LEASE_S"]),
+            "low_priority_share": float(sched.get("LOW_PRIORITY_SHARE", 0.1)),
             "broker_queue_bound": int(sched.get("BROKER_QUEUE_MAX_DEPTH", 100_000)),
             "idle_tx_timeout_s": float(sched.get("ENGINE_IDLE_TX_TIMEOUT_S", 10.0)),
             "history_purge_s": float(sched.get("HISTORY_PURGE_S", 300.0)),

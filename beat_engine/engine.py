@@ -28,6 +28,7 @@ from beat_engine.notifications import ChangeFeed, Changes
 from beat_engine.outbox import Outbox
 from beat_engine.ownership import Ownership
 from beat_engine.pipeline import ClaimBatch, Prepared, Preparer
+from beat_engine.priority_order import ReservedShare, order_by_priority
 from beat_engine.publisher import Publisher, QueuedRun, Rendered
 from beat_engine.quotas import TenantAllowances
 from beat_engine.staging import StagedHorizon
@@ -96,6 +97,9 @@ class BeatEngine:
         # Due entries already taken off the heap and put in tenant-fair order, claimed a batch
         # at a time; only non-empty while more than one batch is due.
         self._backlog: list[DueEntry] = []
+        # Whose turn it is in a backlog's priority order: the reserved share for the lowest
+        # priority goes on from one backlog to the next.
+        self._claim_turns = ReservedShare(config.low_priority_share)
         self._quotas = TenantAllowances()
         # Tenant-limit deferrals, counted here and written every _DEFERRALS_FLUSH_S.
         self._deferrals = DeferralLog()
@@ -485,6 +489,10 @@ class BeatEngine:
             if len(due) < size or not self._head_due():
                 return due
             due += self.heap.pop_due(now, self.config.fair_window - size)
+            # Highest priority first, with the reserved share for the lowest, then tenant
+            # round-robin: a tenant's priorities order its own turns and those within a round,
+            # never more turns than other tenants get (docs/limits.md, "Priorities").
+            due = order_by_priority(due, priority_of=_priority, share=self._claim_turns)
             self._backlog = interleave_by_tenant(due)
         batch, self._backlog = self._backlog[:size], self._backlog[size:]
         return batch
@@ -721,3 +729,7 @@ class BeatEngine:
             "beat.fenced",
             extra={"node": self.config.node_id, "partitions": sorted(fenced.partitions)},
         )
+
+
+def _priority(entry: DueEntry) -> int:
+    return entry.priority

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
+from beat_engine.priority_order import DEFAULT as DEFAULT_PRIORITY
+
 
 @dataclass(frozen=True, order=True)
 class DueEntry:
@@ -22,6 +24,8 @@ class DueEntry:
     # horizon is paged by next_fire_at, so whether an entry lies in the loaded horizon is
     # judged on it, never on the jittered instant.
     fire_at: datetime | None = field(default=None, compare=False)
+    # The job's priority, 0 (highest) to 9: the claim order of a backlog (priority_order.py).
+    priority: int = field(default=DEFAULT_PRIORITY, compare=False)
 
     @property
     def horizon_key(self) -> datetime:

@@ -16,10 +16,10 @@ from beat_engine.jitter import jitter_offset
 # A LATERAL per partition so each page is an index range scan on job_due_by_partition,
 # from the partition's loaded_until on (coalesce keeps the lower bound sargable).
 HORIZON_SQL = """
-SELECT j.id, j.partition, j.next_fire_at, j.jitter_window, j.tenant_id
+SELECT j.id, j.partition, j.next_fire_at, j.jitter_window, j.tenant_id, j.priority
   FROM unnest(%s::int[], %s::timestamptz[]) AS p(partition, after)
  CROSS JOIN LATERAL (
-       SELECT id, partition, next_fire_at, jitter_window, tenant_id FROM jobs_job
+       SELECT id, partition, next_fire_at, jitter_window, tenant_id, priority FROM jobs_job
         WHERE status = 'active' AND partition = p.partition
           AND next_fire_at > coalesce(p.after, '-infinity') AND next_fire_at <= %s
         ORDER BY next_fire_at
@@ -27,7 +27,7 @@ SELECT j.id, j.partition, j.next_fire_at, j.jitter_window, j.tenant_id
 """
 
 JOBS_SQL = """
-SELECT id, partition, next_fire_at, jitter_window, tenant_id FROM jobs_job
+SELECT id, partition, next_fire_at, jitter_window, tenant_id, priority FROM jobs_job
  WHERE id = ANY(%s::uuid[]) AND status = 'active' AND next_fire_at IS NOT NULL
 """
 
@@ -40,13 +40,16 @@ class HorizonPage:
 
 
 def _entry(row: Sequence[object]) -> DueEntry:
-    job_id, partition, next_fire_at, window, tenant = row
+    job_id, partition, next_fire_at, window, tenant, priority = row
     assert isinstance(job_id, uuid.UUID)
+    assert isinstance(priority, int)
     assert isinstance(partition, int)
     assert isinstance(next_fire_at, datetime)
     assert isinstance(tenant, int)
     offset = jitter_offset(job_id, window) if isinstance(window, timedelta) else timedelta(0)
-    return DueEntry(next_fire_at + offset, job_id, partition, tenant, fire_at=next_fire_at)
+    return DueEntry(
+        next_fire_at + offset, job_id, partition, tenant, fire_at=next_fire_at, priority=priority
+    )
 
 
 def load_horizon(

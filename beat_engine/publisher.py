@@ -20,6 +20,7 @@ from beat_engine import metrics
 from beat_engine.broker_ledger import BrokerLedger
 from beat_engine.fencing import server_cursor
 from beat_engine.pg_arrays import uuid_array
+from beat_engine.priority_order import BROKER_STEPS, HIGHEST, LOWEST
 from jobs.states import RunState
 
 logger = logging.getLogger("beat_engine")
@@ -27,8 +28,10 @@ logger = logging.getLogger("beat_engine")
 EXECUTE_TASK = "jobs.execute_run"
 # kombu's Redis transport: a message of priority p goes to the list "<queue>\x06\x16<step>",
 # where step is the largest of its priority steps not above p; step 0 is the bare queue name.
+# The workers are configured with one step per priority (settings,
+# CELERY_BROKER_TRANSPORT_OPTIONS), so every priority has a list of its own.
 PRIORITY_SEP = "\x06\x16"
-PRIORITY_STEPS = (0, 3, 6, 9)
+PRIORITY_STEPS = BROKER_STEPS
 # Messages per LPUSH: big enough to amortise the round trip, small enough not to stall Redis.
 _PUSH_CHUNK = 1000
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
@@ -51,7 +54,7 @@ class QueuedRun:
 
 
 def queue_key(queue: str, priority: int) -> str:
-    step = max(s for s in PRIORITY_STEPS if s <= max(0, min(9, priority)))
+    step = max(s for s in PRIORITY_STEPS if s <= max(HIGHEST, min(LOWEST, priority)))
     return f"{queue}{PRIORITY_SEP}{step}" if step else queue
 
 

@@ -28,12 +28,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from beat_engine.priority_order import BROKER_STEPS  # noqa: E402
 from bench.bench_engine import _seed, _setup  # noqa: E402
 from bench.docs_section import replace_records, replace_section  # noqa: E402
 
 TITLE = "Backlog: workers stopped"
 SOURCE = "bench-backlog"
-QUEUES = ["scheduler", *(f"scheduler\x06\x16{step}" for step in (3, 6, 9))]
+QUEUES = ["scheduler", *(f"scheduler\x06\x16{step}" for step in BROKER_STEPS if step)]
 LOG_DIR = ROOT / ".local" / "backlog-bench"
 
 

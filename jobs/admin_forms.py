@@ -31,6 +31,7 @@ from jobs.models import (
     TriggerRule,
 )
 from jobs.services.jobs import JobInput, job_create, job_input_from, job_update
+from jobs.validation import PRIORITY_HELP
 
 # Same bound as the API's seconds fields: larger values overflow a timedelta.
 MAX_SECONDS = 100_000_000
@@ -147,7 +148,7 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
     )
     payload = forms.JSONField(required=False, initial=dict)
     queue = forms.CharField(max_length=200, initial=_DEFAULTS.queue)
-    priority = forms.IntegerField(initial=_DEFAULTS.priority, help_text="0 (lowest) to 9.")
+    priority = forms.IntegerField(initial=_DEFAULTS.priority, help_text=PRIORITY_HELP)
     max_attempts = forms.IntegerField(label="max attempts", initial=_DEFAULTS.max_attempts)
     retry_base_delay = _seconds("retry base delay", initial=_DEFAULTS.retry_base_delay)
     retry_max_delay = _seconds("retry max delay", initial=_DEFAULTS.retry_max_delay)

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 
+from beat_engine import priority_order
 from beat_engine.backoff import RetryPolicy
 from beat_engine.schedules import ScheduleError, ScheduleSpec, parse_timezone
 from jobs.errors import InvalidInput, InvalidSchedule, TargetNotFound
@@ -206,6 +207,15 @@ def validate_queue(queue: str) -> None:
         raise InvalidInput("queue", "must be 1-100 letters, digits, '.', '_' or '-'")
 
 
+# The scale's one description, for the API schema and the admin form (docs/limits.md).
+PRIORITY_HELP = (
+    f"{priority_order.HIGHEST} (highest) to {priority_order.LOWEST} (lowest), default "
+    f"{priority_order.DEFAULT}. Under contention a higher priority is claimed and started first; "
+    "a reserved share of starts (SCHEDULER_LOW_PRIORITY_SHARE, 10 % by default) goes to the "
+    "lowest priority waiting, so it never starves."
+)
+
+
 def validate_policies(
     *,
     retry: RetryPolicy,
@@ -225,8 +235,12 @@ def validate_policies(
         )
     if not timedelta(0) <= jitter_window <= MAX_JITTER:
         raise InvalidInput("jitter", "must be between 0 and 3600 seconds")
-    if not 0 <= priority <= 9:
-        raise InvalidInput("priority", "must be between 0 and 9")
+    if not priority_order.HIGHEST <= priority <= priority_order.LOWEST:
+        raise InvalidInput(
+            "priority",
+            f"must be between {priority_order.HIGHEST} (highest) and {priority_order.LOWEST} "
+            "(lowest)",
+        )
     if not 1 <= catchup_limit <= 1000:
         raise InvalidInput("catchup.limit", "must be between 1 and 1000")
     if starting_deadline is not None and starting_deadline < timedelta(seconds=1):

@@ -30,11 +30,18 @@ import redis
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 
+from scheduler_project.broker_priority import ReservedShareMixin
+
 ALIAS = "sentinel"
 logger = logging.getLogger(__name__)
 
 
-class SentinelChannel(kombu_redis.SentinelChannel):
+class SentinelChannel(ReservedShareMixin, kombu_redis.SentinelChannel):
+    from_transport_options = (
+        *kombu_redis.SentinelChannel.from_transport_options,
+        "low_priority_share",
+    )
+
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
         if self.connection.client is None:
             # Logged: Celery ignores the error, and the unacked messages stay where they are.

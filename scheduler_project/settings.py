@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from beat_engine import priority_order
 from scheduler_project.env import (
+    ConfigError,
     celery_broker_from_redis_url,
     database_from_url,
     env_bool,
@@ -174,6 +176,17 @@ JOB_MAX_TIMEOUT_S = env_int("SCHEDULER_JOB_MAX_TIMEOUT_S", 6 * 3600, minimum=1)
 # The Redis transport redelivers an unacked message after the visibility timeout; it must
 # outlast the longest job, or a healthy long run would be delivered a second time.
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {"visibility_timeout": JOB_MAX_TIMEOUT_S + 3600}
+# Priorities (docs/limits.md, "Priorities"): one broker list per priority, 0 (highest) to 9,
+# and a share of each worker's pops taken lowest priority first (broker_priority.py).
+SCHEDULER_LOW_PRIORITY_SHARE = env_float("SCHEDULER_LOW_PRIORITY_SHARE", 0.1, minimum=0.0)
+try:
+    priority_order.as_share(SCHEDULER_LOW_PRIORITY_SHARE)
+except ValueError as exc:
+    raise ConfigError(f"SCHEDULER_LOW_PRIORITY_SHARE: {exc}") from None
+CELERY_BROKER_TRANSPORT_OPTIONS.update(
+    priority_steps=list(priority_order.BROKER_STEPS),
+    low_priority_share=SCHEDULER_LOW_PRIORITY_SHARE,
+)
 check_redis_url(
     CELERY_BROKER_URL, name="CELERY_BROKER_URL", master_name=REDIS_SENTINEL_MASTER,
     sentinel_password=REDIS_SENTINEL_PASSWORD,
@@ -218,6 +231,9 @@ SCHEDULER: dict[str, Any] = {
     "ENGINE_IDLE_TX_TIMEOUT_S": env_float("SCHEDULER_ENGINE_IDLE_TX_TIMEOUT_S", 10.0, minimum=0.5),
     "LOOKAHEAD_S": env_float("SCHEDULER_LOOKAHEAD_S", 30.0, minimum=1.0),
     "CLAIM_BATCH": env_int("SCHEDULER_CLAIM_BATCH", 1000, minimum=1),
+    # Of every claim backlog's order and every worker's pops, the share reserved for the
+    # lowest priority waiting (docs/limits.md, "Priorities"); validated above.
+    "LOW_PRIORITY_SHARE": SCHEDULER_LOW_PRIORITY_SHARE,
     "RUN_LEASE_S": env_float("SCHEDULER_RUN_LEASE_S", 30.0, minimum=1.0),
     "HEARTBEAT_S": env_float("SCHEDULER_HEARTBEAT_S", 10.0, minimum=0.1),
     # A run parked by a running limit is made due again by the next end of a run of its tenant

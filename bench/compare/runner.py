@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import psutil
 import redis
 
+from beat_engine.priority_order import BROKER_STEPS
 from bench.compare.contender import Contender, Firing, Victim
 from bench.compare.ours import first_lease_seen
 from bench.compare.timing import due_instant
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
 
 # Lists the messages can land in: Celery's default queue for the peers; our engine's queue
 # and its priority lists (kombu's Redis transport keeps one list per priority step).
-QUEUE_KEYS = ("celery", "scheduler", "scheduler\x06\x163", "scheduler\x06\x166",
-              "scheduler\x06\x169")  # fmt: skip
+QUEUE_KEYS = ("celery", "scheduler",
+              *(f"scheduler\x06\x16{step}" for step in BROKER_STEPS if step))  # fmt: skip
 SAMPLE_EVERY_S = 0.2
 # The error of a run whose scheduler process ended on its own before the run did.
 PEER_EXIT = "scheduler process exited early"

@@ -9,6 +9,7 @@ from datetime import datetime
 
 import redis
 
+from beat_engine.priority_order import BROKER_STEPS
 from bench.soak.accounting import WorkerKill
 from bench.soak.cancels import Canceller
 from bench.soak.cluster import Cluster
@@ -18,7 +19,7 @@ from bench.soak.profiles import Profile
 TICK_S = 0.2
 SAMPLE_EVERY_S = 5.0
 # Our queue and its priority lists (kombu's Redis transport keeps one list per priority step).
-QUEUE_KEYS = ("scheduler", "scheduler\x06\x163", "scheduler\x06\x166", "scheduler\x06\x169")
+QUEUE_KEYS = ("scheduler", *(f"scheduler\x06\x16{step}" for step in BROKER_STEPS if step))
 NOT_DONE = ("pending", "queued", "running", "retry_wait")
 
 

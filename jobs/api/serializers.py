@@ -20,6 +20,7 @@ from jobs.api.fields import (
     seconds,
 )
 from jobs.models import CatchUpPolicyChoice, ConcurrencyPolicy, JobStatus, TargetKind, TriggerRule
+from jobs.validation import PRIORITY_HELP
 
 # A bound on the list's shape only; the dependency service refuses more than its parent limit
 # with its own message.
@@ -72,7 +73,7 @@ class JobDefinitionIn(StrictSerializer):
     catchup = CatchUpIn(required=False)
     jitter_sec = _seconds_field()
     critical = StrictBooleanField(required=False)
-    priority = StrictIntegerField(required=False)
+    priority = StrictIntegerField(required=False, help_text=PRIORITY_HELP)
     queue = StrictCharField(required=False, max_length=200)
     depends_on = serializers.ListField(
         child=StrictUUIDField(),
@@ -242,7 +243,7 @@ class JobOut(serializers.Serializer[Any]):
     catchup = CatchUpOut(source="*")
     jitter_sec = SecondsOutField(source="jitter_window")
     critical = serializers.BooleanField()
-    priority = serializers.IntegerField()
+    priority = serializers.IntegerField(help_text=PRIORITY_HELP)
     queue = serializers.CharField()
     depends_on = serializers.SerializerMethodField(
         help_text="Ids of the job's parents (kind dependent); empty for a scheduled job."

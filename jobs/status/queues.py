@@ -15,11 +15,13 @@ import redis
 from kombu.transport.redis import Channel
 
 from beat_engine.broker_ledger import count_key
+from beat_engine.priority_order import BROKER_STEPS
 
 # At most this many lists are looked at; a deployment has a handful of queues.
 MAX_LISTS = 200
 PRIORITY_SEPARATOR: str = Channel.sep
-PRIORITY_STEPS: tuple[int, ...] = tuple(Channel.priority_steps)
+# One list per priority (settings: CELERY_BROKER_TRANSPORT_OPTIONS["priority_steps"]).
+PRIORITY_STEPS: tuple[int, ...] = BROKER_STEPS
 
 
 def list_keys(client: redis.Redis[bytes], *, named: list[str]) -> list[str]:

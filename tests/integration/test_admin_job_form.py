@@ -168,7 +168,7 @@ def test_create_task_job(client: Client) -> None:
         ({"target_name": "no.such.callable"}, "target_name", "no callable is registered"),
         ({"name": "   "}, "name", "non-empty"),
         ({"queue": "bad queue!"}, "queue", "letters, digits"),
-        ({"priority": 12}, "priority", "between 0 and 9"),
+        ({"priority": 12}, "priority", "between 0 (highest) and 9 (lowest)"),
         ({"max_attempts": 0}, "max_attempts", "max_attempts"),
         ({"retry_max_delay": 1}, "retry_max_delay", "must not be shorter"),
         ({"timeout": 0}, "timeout", "between 1 second"),

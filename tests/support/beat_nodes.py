@@ -19,7 +19,7 @@ from django.conf import settings
 from beat_engine.clock import Clock
 from beat_engine.config import EngineConfig
 from beat_engine.engine import BeatEngine
-from beat_engine.publisher import Publisher
+from beat_engine.publisher import PRIORITY_SEP, PRIORITY_STEPS, Publisher
 from beat_engine.redis_leases import RedisLeaseStore
 from tests.support.waiting import test_database_url
 
@@ -41,7 +41,7 @@ def make_engine(clock: Clock, node_id: str = "node-a", **overrides: Any) -> Beat
 def broker_messages(client: redis.Redis, queue: str = "scheduler") -> list[dict[str, Any]]:
     """Every message waiting in ``queue`` (all priority lists), oldest first."""
     found: list[dict[str, Any]] = []
-    for key in [queue, *(f"{queue}\x06\x16{step}" for step in (3, 6, 9))]:
+    for key in [queue, *(f"{queue}{PRIORITY_SEP}{step}" for step in PRIORITY_STEPS if step)]:
         found.extend(json.loads(raw) for raw in reversed(client.lrange(key, 0, -1)))
     return found
 

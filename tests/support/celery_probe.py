@@ -24,6 +24,9 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     task_default_queue="scheduler",
     worker_hijack_root_logger=False,
+    # The one option a stock worker needs for the engine's messages: a list per priority
+    # (docs/limits.md, "Priorities"); kombu's default steps would leave 1, 2, 4, 5, 7 and 8 unread.
+    broker_transport_options={"priority_steps": list(range(10))},
 )
 
 
