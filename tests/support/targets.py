@@ -70,6 +70,27 @@ def block(context: RunContext) -> dict[str, Any]:
     return {"stopped": stopped}
 
 
+@register_callable("tests.gate")
+def gate(context: RunContext) -> dict[str, Any]:
+    """Runs until the test opens its gate: a side-effects row keyed by the run's id with note
+    'open' (open_gate). Cooperative; gives up after max_s."""
+    for _ in range(int(float(context.payload.get("max_s", 60)) / 0.02)):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT 1 FROM {SIDE_EFFECTS_TABLE} WHERE key = %s AND note = 'open'",
+                [str(context.run_id)],
+            )
+            if cursor.fetchone() is not None:
+                return {"opened": True}
+        if context.cancelled.wait(0.02):
+            break
+    return {"opened": False}
+
+
+def open_gate(run_id: object) -> None:
+    _effect(str(run_id), 0, "open")
+
+
 @register_callable("tests.stubborn")
 def stubborn(context: RunContext) -> dict[str, Any]:
     """Ignores cancellation: the worker must give up on it after the grace period."""
