@@ -16,7 +16,7 @@ from django.conf import settings
 
 from beat_engine.backoff import retry_delay
 from beat_engine.clock import Clock
-from jobs import cancel_watch, metrics, result_writer
+from jobs import cancel_watch, metrics, result_writer, worker_shutdown
 from jobs.db_failover import connection_lost, drop_connection, retry_on_failover
 from jobs.models import TargetKind
 from jobs.outcomes import Disposition, ResultKind, TargetResult, disposition_for
@@ -107,8 +107,8 @@ def _supervise(
         wake.clear()
         if target.done.is_set():
             break
-        if clock.monotonic() >= deadline:
-            stopped = ResultKind.TIMEOUT
+        stopped = _cut_short(clock, deadline)
+        if stopped is not None:
             break
         if announced or clock.monotonic() >= next_beat:
             next_beat = clock.monotonic() + heartbeat_s
@@ -132,6 +132,17 @@ def _supervise(
     # Whatever the target returns after being told to stop, the stop reason is the outcome:
     # a cooperative target returns early precisely because its work was cut short.
     return TargetResult(stopped, error=_stop_message(stopped, run))
+
+
+def _cut_short(clock: Clock, deadline: float) -> ResultKind | None:
+    """Why the attempt must stop before its next heartbeat, if it must: its job's timeout, or
+    a stopping worker that cannot wait for it (ended now rather than left running until its
+    lease expires, jobs/worker_shutdown.py)."""
+    if clock.monotonic() >= deadline:
+        return ResultKind.TIMEOUT
+    if worker_shutdown.stopping():
+        return ResultKind.INTERRUPTED
+    return None
 
 
 def _heartbeat(run: StartedRun, clock: Clock) -> ResultKind | None:
@@ -158,6 +169,8 @@ def _stop_message(stopped: ResultKind, run: StartedRun) -> str:
         return f"timed out after {run.target.timeout.total_seconds():g}s"
     if stopped == ResultKind.CANCELLED:
         return "cancelled on request"
+    if stopped == ResultKind.INTERRUPTED:
+        return f"attempt {run.attempt} interrupted: the worker stopped before it finished"
     return "attempt superseded: lease lost"
 
 
@@ -171,8 +184,9 @@ def run_execute(
     (one clock, docs/architecture.md, Invariants).
     """
     wake = threading.Event()
-    # Watched from before the start, so a cancel announced as it starts is not missed.
-    with cancel_watch.watching(run_id, wake):
+    # Watched from before the start, so a cancel announced as it starts is not missed, nor a
+    # stop of the worker (jobs/worker_shutdown.py).
+    with cancel_watch.watching(run_id, wake), worker_shutdown.attempt(wake):
         return _execute(run_id=run_id, attempt=attempt, clock=clock, worker=worker, wake=wake)
 
 
@@ -278,6 +292,8 @@ _ATTEMPT_OUTCOMES = {
     ResultKind.TIMEOUT: AttemptOutcome.TIMED_OUT,
     ResultKind.DUPLICATE: AttemptOutcome.DUPLICATE,
     ResultKind.SUCCESS: AttemptOutcome.SUCCEEDED,
+    # What the reaper writes for an attempt whose worker went away; this one said so itself.
+    ResultKind.INTERRUPTED: AttemptOutcome.LOST,
 }
 
 
@@ -321,8 +337,14 @@ def _record(run: StartedRun, result: TargetResult, now: datetime) -> ExecutionOu
         )
         final = ExecutionOutcome.FAILED
     elif disposition == Disposition.RETRY:
-        # A wait the target asked for (HTTP Retry-After) is a floor under the backoff.
-        due_at = now + retry_delay(run.attempt, run.retry, _rng, not_before=result.retry_after)
+        # A wait the target asked for (HTTP Retry-After) is a floor under the backoff. An
+        # attempt cut short by a stopping worker is not the target's failure: like the reaper's
+        # re-queue, the next attempt is due at once.
+        due_at = (
+            now
+            if result.kind == ResultKind.INTERRUPTED
+            else now + retry_delay(run.attempt, run.retry, _rng, not_before=result.retry_after)
+        )
         accepted = runs.run_retry(
             run_id=run.id,
             attempt=run.attempt,

@@ -132,6 +132,10 @@ WORKER_RETIRE_UNAVAILABLE = Counter(
     "scheduler_worker_retire_unavailable_total",
     "Pool processes that should have been replaced but could not be (no pool restart).",
 )
+SHUTDOWN_HANDED_BACK = Counter(
+    "scheduler_shutdown_handed_back_total",
+    "Running attempts a stopping worker ended and handed back to retry_wait (or dead-lettered).",
+)
 
 # --- dead letters (workers, web) ---------------------------------------------------------------
 DEAD_LETTER_ANNOUNCE_ERRORS = Counter(

@@ -23,6 +23,9 @@ class ResultKind(enum.Enum):
     DUPLICATE = "duplicate"
     # The heartbeat found the attempt no longer current; its outcome write will be refused.
     LOST = "lost"
+    # The worker is stopping and the attempt could not finish in time: ended and handed back
+    # as the reaper would after its lease (jobs/worker_shutdown.py): the next attempt at once.
+    INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)

@@ -76,3 +76,13 @@ def retire_if_overloaded() -> bool:
         metrics.WORKER_RETIREMENTS.inc()
         event.set()
     return True
+
+
+def retire_after_this_task() -> bool:
+    """Ask for this pool process to exit once its current task is done (a stopping worker,
+    jobs/worker_shutdown.py). False outside a restartable prefork pool."""
+    event = _pool_shutdown_event()
+    if event is None:
+        return False
+    event.set()
+    return True

@@ -201,11 +201,11 @@ if is_sentinel_url(CELERY_BROKER_URL):
 # attempt's outcome; a hard limit would kill the child before it could write that outcome.
 CELERY_TASK_TIME_LIMIT = None
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# SIGTERM is Celery's warm shutdown: it stops consuming and waits for every running attempt to
-# finish, however long. This bound applies to the cold shutdown (SIGQUIT, or SIGTERM when the
-# worker runs with REMAP_SIGTERM=SIGQUIT): running tasks get up to 30 s, then are cancelled,
-# their messages requeued and their runs reaped when their lease expires (docs/operations.md,
-# "Rolling deploys"). An idle worker also drains its reserved message instead of sitting on it.
+# How long running attempts get to finish when the worker stops, warm (SIGTERM) or cold
+# (SIGQUIT, or SIGTERM with REMAP_SIGTERM=SIGQUIT); past it the worker ends the rest itself and
+# hands them back to retry_wait, due at once (jobs/worker_shutdown.py, docs/execution.md,
+# "Stopping a worker"). 0 keeps Celery's unbounded warm shutdown. An idle worker also drains
+# its reserved message instead of sitting on it.
 CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT = env_float("CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT", 30.0)
 CELERY_WORKER_ENABLE_SOFT_SHUTDOWN_ON_IDLE = True
 # The run row is the result of an execution; results of other tasks are not read either.
