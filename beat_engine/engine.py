@@ -252,6 +252,11 @@ class BeatEngine:
             # Not claimed: the firings stay due in the database for the partitions' next owner.
             self._carried.wait()
             self._carried = None
+        self.close_background()
+
+    def close_background(self) -> None:
+        """Stop the engine's helper threads (claim preparer, notices, webhooks, history purge)
+        and their connections; shutdown's last step, and a test's for an engine it ticked."""
         self._preparer.shutdown()
         self._notices.close()
         self._webhooks.close()

@@ -12,6 +12,7 @@ lost here only delays a delivery to the next one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
@@ -75,9 +76,15 @@ class WebhookSender:
                     self._check_lateness.clear()
                     self._lateness()
                 self._send_all()
+            except Exception:
+                # The thread's one broad except: whatever a duty raised (a connection closed
+                # under it is an InterfaceError, not a DatabaseError), the thread lives on to
+                # the next wake-up; the rows are the record and nothing is lost.
+                logger.exception("beat.webhooks_thread_failed", extra={"node": self._node_id})
             finally:
                 # Between wake-ups the thread holds no database connection.
-                connection.close()
+                with contextlib.suppress(Exception):
+                    connection.close()
             if not self._wake.is_set():
                 self._idle.set()
 

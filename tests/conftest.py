@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -69,3 +70,15 @@ def fake_dns(resolver: ResolverStub) -> Iterator[ResolverStub]:
     """Fake name -> address answers for one test: ``fake_dns.register(name, "93.184.216.34")``."""
     yield resolver
     resolver.forget_all()
+
+
+@pytest.fixture(autouse=True)
+def _engine_threads_stopped() -> Iterator[None]:
+    """Engines a test made with make_engine get their helper threads stopped when it ends,
+    before pytest-django flushes the database (its fixture was set up first, so it is torn
+    down after this one): a webhook or preparer thread left running read and wrote during the
+    next test's flush."""
+    yield
+    beat_nodes = sys.modules.get("tests.support.beat_nodes")
+    if beat_nodes is not None:
+        beat_nodes.close_engines_made()

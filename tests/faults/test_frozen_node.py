@@ -33,12 +33,14 @@ FAST = {
     "SCHEDULER_ENGINE_IDLE_TX_TIMEOUT_S": "3",
 }
 
-# A write transaction of another session, idle between two statements: the engine's claim or
-# timer transaction after its fence (nothing else writes in this test).
+# Another session's transaction, idle between two statements, that holds partition epoch
+# rows: a claim or timer transaction after its fence (the fence updates the rows it locks, so
+# their current version carries the transaction's id as xmax until it ends).
 _IDLE_WRITERS = """
-SELECT pid, backend_xid::text FROM pg_stat_activity
- WHERE datname = current_database() AND pid <> pg_backend_pid()
-   AND state = 'idle in transaction' AND backend_xid IS NOT NULL
+SELECT a.pid, a.backend_xid::text FROM pg_stat_activity a
+ WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+   AND a.state = 'idle in transaction' AND a.backend_xid IS NOT NULL
+   AND EXISTS (SELECT 1 FROM jobs_partitionepoch pe WHERE pe.xmax = a.backend_xid)
 """
 
 

@@ -26,16 +26,29 @@ from tests.support.waiting import test_database_url
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# Engines made by make_engine during the current test; the autouse fixture in tests/conftest.py
+# stops their helper threads when the test ends, before the database is flushed, so that no
+# thread of one test still reads or writes during the next one's flush.
+ENGINES_MADE: list[BeatEngine] = []
+
+
 def make_engine(clock: Clock, node_id: str = "node-a", **overrides: Any) -> BeatEngine:
     """An engine without a change feed: tests drive it with tick() and a FakeClock."""
     config = EngineConfig.from_settings(node_id=node_id, **overrides)
     client = redis.Redis.from_url(config.redis_url)
-    return BeatEngine(
+    engine = BeatEngine(
         config=config,
         clock=clock,
         store=RedisLeaseStore(client),
         publisher=Publisher(redis.Redis.from_url(config.broker_url), origin=node_id),
     )
+    ENGINES_MADE.append(engine)
+    return engine
+
+
+def close_engines_made() -> None:
+    while ENGINES_MADE:
+        ENGINES_MADE.pop().close_background()
 
 
 def broker_messages(client: redis.Redis, queue: str = "scheduler") -> list[dict[str, Any]]:
