@@ -22,10 +22,23 @@ RETURNING epoch
 """
 
 # epoch_take for several partitions in one statement, in partition order (the fence's lock
-# order: a take and a claim overlapping on some partitions never deadlock).
+# order: a take and a claim overlapping on some partitions never deadlock). A partition whose
+# row another transaction holds is left out rather than waited for (SKIP LOCKED): that is a
+# previous owner's claim still in flight, or one frozen mid-claim until PostgreSQL ends its
+# session (docs/engine.md, "A frozen node"); the caller asks again at its next hand-over retry
+# and meanwhile goes on with its other partitions. A partition without a row yet is inserted.
 TAKE_EPOCHS_SQL = """
+WITH wanted AS (SELECT p FROM unnest(%s::int[]) AS p),
+free AS (
+    SELECT partition FROM jobs_partitionepoch
+     WHERE partition IN (SELECT p FROM wanted)
+     ORDER BY partition
+       FOR UPDATE SKIP LOCKED)
 INSERT INTO jobs_partitionepoch (partition, epoch, owner, updated_at)
-SELECT p, 1, %s, %s FROM unnest(%s::int[]) AS p ORDER BY p
+SELECT w.p, 1, %s, %s FROM wanted w
+ WHERE w.p IN (SELECT partition FROM free)
+    OR NOT EXISTS (SELECT 1 FROM jobs_partitionepoch e WHERE e.partition = w.p)
+ ORDER BY w.p
 ON CONFLICT (partition) DO UPDATE
    SET epoch = jobs_partitionepoch.epoch + 1, owner = EXCLUDED.owner,
        updated_at = EXCLUDED.updated_at
@@ -74,11 +87,12 @@ def epoch_take(*, partition: int, node: str, now: datetime) -> int:
 
 
 def epochs_take(partitions: list[int], *, node: str, now: datetime) -> dict[int, int]:
-    """A new epoch for each of ``partitions`` (as epoch_take), in one round trip."""
+    """A new epoch for each of ``partitions`` (as epoch_take), in one round trip; a partition
+    whose epoch row another transaction holds is left out of the result, not waited for."""
     if not partitions:
         return {}
     with connection.cursor() as cursor:
-        cursor.execute(TAKE_EPOCHS_SQL, [node, now, sorted(partitions)])
+        cursor.execute(TAKE_EPOCHS_SQL, [sorted(partitions), node, now])
         return {int(p): int(e) for p, e in cursor.fetchall()}
 
 
