@@ -9,9 +9,12 @@ docs/architecture.md, Invariants). The run's lateness is written when it is real
 
 The held runs go out in fair rounds across tenants, as the claims do (beat_engine/fair_order.py):
 the tenant served least in the current hold goes next, a tenant's own runs highest priority
-first (0 highest), then oldest first. So one tenant's 200,000 held runs do not stand in front
-of another tenant's run claimed after them; and since the broker holds at most ``bound`` of
-them, that run starts after at most ``bound`` messages, not after the whole backlog.
+first (0 highest), then oldest first, except on the reserved turns (SCHEDULER_LOW_PRIORITY_SHARE
+of each tenant's releases), which take its lowest priority held (beat_engine/priority_order.py:
+a steady stream of a tenant's urgent runs does not keep its low-priority ones in the hold).
+So one tenant's 200,000 held runs do not stand in front of another tenant's run claimed
+after them; and since the broker holds at most ``bound`` of them, that run starts after at
+most ``bound`` messages, not after the whole backlog.
 
 QueueRoom decides how many messages a queue may still take. It reads the depth from the broker
 only when its estimate says the queue might be full: between reads, what this node pushed is
@@ -22,10 +25,14 @@ below the bound therefore costs no read at all.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from fractions import Fraction
 from typing import Generic, Protocol, TypeVar
 from uuid import UUID
+
+from beat_engine.priority_order import DEFAULT_SHARE, ReservedShare, pick
 
 
 class Holdable(Protocol):
@@ -78,9 +85,12 @@ class QueueRoom:
 class HeldRuns(Generic[R]):
     """Runs waiting for room in their queue, per queue, handed out in fair rounds by tenant."""
 
-    def __init__(self) -> None:
-        # queue -> tenant -> heap of (priority, sequence, run)
-        self._queues: dict[str, dict[int, list[tuple[int, int, R]]]] = {}
+    def __init__(self, low_priority_share: float | Fraction = DEFAULT_SHARE) -> None:
+        # queue -> tenant -> priority -> (sequence, run), oldest first
+        self._queues: dict[str, dict[int, dict[int, deque[tuple[int, R]]]]] = {}
+        # Each held tenant's reserved turns for its lowest priority, per queue.
+        self._share = low_priority_share
+        self._reserved: dict[tuple[str, int], ReservedShare] = {}
         self._ids: set[UUID] = set()
         self._seq = 0
         # Runs handed out per (queue, tenant) in the current hold, and the turn last served.
@@ -101,7 +111,9 @@ class HeldRuns(Generic[R]):
         return sorted(self._queues)
 
     def count(self, queue: str) -> int:
-        return sum(len(heap) for heap in self._queues.get(queue, {}).values())
+        return sum(
+            len(fifo) for lists in self._queues.get(queue, {}).values() for fifo in lists.values()
+        )
 
     def waiting(self, queue: str) -> bool:
         return queue in self._queues
@@ -123,8 +135,8 @@ class HeldRuns(Generic[R]):
                 self._since[run.run_id] = since
                 self._since_count[since] = self._since_count.get(since, 0) + 1
             self._seq += 1
-            tenants = self._queues.setdefault(run.queue, {})
-            heapq.heappush(tenants.setdefault(run.tenant, []), (run.priority, self._seq, run))
+            lists = self._queues.setdefault(run.queue, {}).setdefault(run.tenant, {})
+            lists.setdefault(run.priority, deque()).append((self._seq, run))
             held += 1
         return held
 
@@ -135,21 +147,20 @@ class HeldRuns(Generic[R]):
             return []
         turns = self._turn.setdefault(queue, {})
         last = self._round.get(queue, 0)
-        ready = [
-            (max(turns.get(t, 0), last), heap[0][0], heap[0][1], t) for t, heap in tenants.items()
-        ]
+        ready = [(max(turns.get(t, 0), last), *_head(lists), t) for t, lists in tenants.items()]
         heapq.heapify(ready)
         out: list[R] = []
         while ready and len(out) < room:
             turn, _prio, _seq, tenant = heapq.heappop(ready)
-            heap = tenants[tenant]
-            out.append(heapq.heappop(heap)[2])
+            lists = tenants[tenant]
+            out.append(self._take(queue, tenant, lists))
             last = turn
             turns[tenant] = turn + 1
-            if heap:
-                heapq.heappush(ready, (turn + 1, heap[0][0], heap[0][1], tenant))
+            if lists:
+                heapq.heappush(ready, (turn + 1, *_head(lists), tenant))
             else:
                 del tenants[tenant]
+                self._reserved.pop((queue, tenant), None)
         self._round[queue] = last
         if not tenants:
             # The hold is over for this queue: the next starts its rounds afresh.
@@ -168,19 +179,36 @@ class HeldRuns(Generic[R]):
         for queue in list(self._queues):
             tenants = self._queues[queue]
             for tenant in list(tenants):
-                kept = [item for item in tenants[tenant] if item[2].partition not in gone]
-                dropped.extend(item[2] for item in tenants[tenant] if item[2].partition in gone)
-                if kept:
-                    heapq.heapify(kept)
-                    tenants[tenant] = kept
-                else:
+                lists = tenants[tenant]
+                for level in list(lists):
+                    kept = deque(item for item in lists[level] if item[1].partition not in gone)
+                    dropped.extend(item[1] for item in lists[level] if item[1].partition in gone)
+                    if kept:
+                        lists[level] = kept
+                    else:
+                        del lists[level]
+                if not lists:
                     del tenants[tenant]
+                    self._reserved.pop((queue, tenant), None)
             if not tenants:
                 del self._queues[queue]
                 self._turn.pop(queue, None)
                 self._round.pop(queue, None)
         self._forget(dropped)
         return dropped
+
+    def _take(self, queue: str, tenant: int, lists: dict[int, deque[tuple[int, R]]]) -> R:
+        """The tenant's next run: its highest priority held, or its lowest on a reserved turn."""
+        share = self._reserved.get((queue, tenant))
+        if share is None:
+            share = self._reserved[queue, tenant] = ReservedShare(self._share)
+        level = pick(lists, lowest_first=share.lowest_first())
+        share.taken()
+        fifo = lists[level]
+        run = fifo.popleft()[1]
+        if not fifo:
+            del lists[level]
+        return run
 
     def _forget(self, runs: Sequence[R]) -> None:
         for run in runs:
@@ -193,3 +221,9 @@ class HeldRuns(Generic[R]):
                 self._since_count[since] = left
             else:
                 del self._since_count[since]
+
+
+def _head(lists: dict[int, deque[tuple[int, R]]]) -> tuple[int, int]:
+    """(priority, sequence) of a tenant's next run on an ordinary turn: its place in a round."""
+    level = min(lists)
+    return level, lists[level][0][0]

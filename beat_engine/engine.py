@@ -82,6 +82,7 @@ class BeatEngine:
         self._outbox = Outbox(
             publisher=publisher, clock=clock, node_id=config.node_id,
             mark_within_s=config.mark_within_s, queue_bound=config.broker_queue_bound,
+            low_priority_share=config.low_priority_share,
         )  # fmt: skip
         self.ownership = Ownership(config=config, clock=clock, store=store)
         self.ownership.before_handover = self._before_handover

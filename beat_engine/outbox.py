@@ -14,6 +14,7 @@ import redis
 from beat_engine import metrics
 from beat_engine.backpressure import HeldRuns, QueueRoom
 from beat_engine.clock import Clock
+from beat_engine.priority_order import DEFAULT_SHARE
 from beat_engine.publisher import Publisher, Pushed, QueuedRun, Rendered, mark_published
 from beat_engine.sweep import Swept
 
@@ -35,12 +36,13 @@ class Outbox:
         node_id: str,
         mark_within_s: float,
         queue_bound: int = 0,
+        low_priority_share: float = float(DEFAULT_SHARE),
     ) -> None:
         self._publisher = publisher
         # Backpressure (beat_engine/backpressure.py): runs held back while their queue is at
         # its bound, touched on the engine's thread only (send, send_on and release run there).
         self._room = QueueRoom(queue_bound)
-        self.held: HeldRuns[QueuedRun] = HeldRuns()
+        self.held: HeldRuns[QueuedRun] = HeldRuns(low_priority_share)
         self._clock = clock
         self._node_id = node_id
         self._mark_within_s = mark_within_s
