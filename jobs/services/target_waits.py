@@ -23,8 +23,10 @@ from django.db import connection
 
 from jobs.db_failover import retry_on_failover
 from jobs.models_reasons import ReasonKind
+from jobs.notify import notify_timers_due
 from jobs.outcomes import ResultKind, TargetResult
 from jobs.retry_after import RETRY_AFTER_STATUSES
+from jobs.services import running_limits
 from jobs.services.starts import StartedRun
 from jobs.states import AttemptOutcome, RunState
 from jobs.target_limits import RUNS_HELD, Bucket, BucketStore, store
@@ -77,8 +79,8 @@ WITH parked AS (
     ON CONFLICT (job_id, kind, first_at) DO UPDATE
        SET count = jobs_decisionreason.count + 1, updated_at = EXCLUDED.updated_at,
            detail = EXCLUDED.detail
-)
-SELECT state FROM parked
+){running_limits.release_one_cte("parked")}
+SELECT state, {running_limits.RELEASED_PARTITIONS_SQL} FROM parked
 """
 
 # The throttled waits a firing already had: past TARGET_THROTTLE_WAITS a 429/503 counts as the
@@ -105,6 +107,8 @@ def _park(run: StartedRun, *, wait_s: float, now: datetime, kind: ReasonKind, de
             row = cursor.fetchone()
         if row is None:
             return Held.STALE
+        # The slot the run held under a running limit is handed on in the same statement.
+        notify_timers_due(list(row[1]))
         return Held.WAITING if row[0] == RunState.RETRY_WAIT else Held.CANCELLED
 
     # Repeated on a new connection while the primary is lost (jobs/db_failover.py): a lost

@@ -13,6 +13,8 @@ from django.db import connections as db_connections
 from beat_engine.fencing import epoch_take
 from beat_engine.timers import fire_timers
 from jobs.models import DecisionReason, Job, JobRun, Tenant
+from jobs.models_reasons import ReasonKind
+from jobs.services import target_waits
 from jobs.services.runs import run_succeed
 from jobs.services.starts import StartOutcome, StartResult, run_start
 from jobs.states import RunState
@@ -222,3 +224,20 @@ def test_the_api_sets_shows_and_clears_a_job_limit() -> None:
     assert cleared.status_code == 200, cleared.content
     assert cleared.json()["max_running_runs"] is None
     assert Job.objects.get(id=job_id).max_running_runs is None
+
+
+def test_a_run_its_target_holds_back_hands_its_slot_on() -> None:
+    # The per-target rate limit parks a started run (jobs/services/target_waits.py): that run
+    # leaves running, so its slot goes to the run waiting for it.
+    job = job_factory(_limited(1))
+    first, second = _queued(job, 0), _queued(job, 1)
+    started = _start(first)
+    assert started.run is not None
+    assert _start(second).outcome == StartOutcome.HELD
+
+    held = target_waits._park(
+        started.run, wait_s=5, now=NOW, kind=ReasonKind.DEFERRED_TARGET_LIMIT, detail="target"
+    )
+
+    assert held == target_waits.Held.WAITING
+    assert JobRun.objects.get(id=second.id).due_at == NOW
