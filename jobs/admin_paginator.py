@@ -22,7 +22,7 @@ from django.utils.functional import cached_property
 SMALL = 1_000
 
 
-class EstimatedCountPaginator(Paginator):
+class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
     @cached_property
     def count(self) -> int:
         rows = self.object_list

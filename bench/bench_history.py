@@ -1,0 +1,447 @@
+"""Run history at scale: the readers and the history purge on a large runs table.
+
+    .venv/bin/python bench/bench_history.py [--runs 2000000] [--jobs 1000] [--write-docs]
+
+Starts its own embedded PostgreSQL and Redis in .local/bench_history (never DATABASE_URL's
+database), generates ``--runs`` finished runs with COPY (one job holds ``--big-share`` of them,
+the others share the rest, one firing a minute back from now), and ``--keys`` expired dedup
+keys, ``--letters`` closed dead letters and ``--results`` old stored results for the purge.
+Then it measures, through Django's test client (in process, no HTTP server):
+
+* ``GET /v1/jobs/{id}`` of the big job and ``GET /v1/jobs/{id}/runs?limit=20`` (first page and
+  a page 200 deep), p50/p95 over ``--repeat`` requests;
+* the admin's run list (superuser, first page), median of ``--admin-repeat`` requests;
+* what the same readers cost the old way, as bare statements: a full ``count(*)``, the
+  GROUP BY over all of a job's runs, the date hierarchy's ``SELECT DISTINCT date_trunc``;
+* the purge's throughput (rows/s) per table, batch after batch until nothing is left;
+
+and prints the EXPLAIN (ANALYZE, BUFFERS) plans of the readers. With ``--write-docs`` it
+rewrites the "Run history" section of docs/benchmarks.md and its records in
+docs/benchmarks.json. The services directory is deleted at the end (the data is dropped)
+unless ``--keep``. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.docs_section import replace_records, replace_section  # noqa: E402
+
+SERVICES = ROOT / ".local" / "bench_history"
+RUN_COLUMNS = (
+    "id, job_id, tenant_id, partition, scheduled_for, trigger, state, attempt, epoch, "
+    "dedup_key, worker, cancel_requested, last_error, replayed_count, queued_at, started_at, "
+    "finished_at, created_at"
+)
+# Finished states in these shares (of 100): what a month of a healthy system holds.
+STATES = ["succeeded"] * 90 + ["failed"] * 4 + ["skipped"] * 3 + ["dead"] * 2 + ["cancelled"]
+
+
+def _setup() -> Any:
+    from scheduler_project.embedded import EmbeddedServices
+
+    for key in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
+        os.environ.pop(key, None)
+    embedded = EmbeddedServices(SERVICES)
+    os.environ.update(embedded.start())
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
+    os.environ["LOG_LEVEL"] = "WARNING"
+    # Throttling off: the bench's requests would exceed a tenant's default budget.
+    os.environ["SCHEDULER_API_RATE"] = ""
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", "--noinput", verbosity=0)
+    return embedded
+
+
+def _sql(statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+def _timed_sql(statement: str, params: Any = None) -> float:
+    started = time.perf_counter()
+    _sql(statement, params)
+    return (time.perf_counter() - started) * 1000
+
+
+def _copy(table: str, columns: str, lines: Iterator[str]) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        raw = cursor.cursor  # psycopg's own cursor: COPY FROM STDIN
+        with raw.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            for chunk in lines:
+                copy.write(chunk)
+
+
+def _jobs(count: int, now: datetime) -> tuple[Any, list[tuple[uuid.UUID, int]]]:
+    """A tenant, an API key and ``count`` jobs (copies of one created through the service)."""
+    from jobs.models import Job
+    from jobs.services.jobs import JobInput, job_create
+    from jobs.services.tenants import api_key_create, tenant_create
+
+    tenant = tenant_create(name=f"history-{now:%H%M%S}", now=now)
+    _, key = api_key_create(tenant=tenant, name="bench", now=now)
+    base = job_create(
+        tenant=tenant,
+        data=JobInput(name="big", target_kind="callable", target_name="demo.heartbeat",
+                      cron="* * * * *"),
+        now=now,
+    )  # fmt: skip
+    columns = [f.column for f in Job._meta.concrete_fields]
+    copied = ", ".join(
+        {
+            "id": "gen_random_uuid()",
+            "name": "'job-' || g",
+            "partition": "g %% 64",
+        }.get(c, c)
+        for c in columns
+    )
+    _sql(
+        f"INSERT INTO jobs_job ({', '.join(columns)}) SELECT {copied} FROM jobs_job, "
+        "generate_series(1, %s) AS g WHERE id = %s",
+        [count - 1, base.id],
+    )
+    others = _sql(
+        "SELECT id, partition FROM jobs_job WHERE tenant_id = %s AND id <> %s",
+        [tenant.id, base.id],
+    )
+    jobs = [(base.id, base.partition)] + [(row[0], row[1]) for row in others]
+    return (tenant, key), jobs
+
+
+def _run_lines(
+    jobs: list[tuple[uuid.UUID, int]], tenant_id: int, total: int, big_share: float, now: datetime,
+    keep_ids: int, kept: list[uuid.UUID],
+) -> Iterator[str]:  # fmt: skip
+    """COPY text for ``total`` runs, 100,000 rows a chunk; the first ``keep_ids`` succeeded
+    runs' ids go to ``kept`` (the purge's keys and dead letters point at them)."""
+    big = int(total * big_share)
+    rest = total - big
+    per_job = max(1, rest // max(1, len(jobs) - 1))
+    plan = [(jobs[0], big)] + [(job, per_job) for job in jobs[1:]]
+    plan[-1] = (plan[-1][0], plan[-1][1] + rest - per_job * (len(jobs) - 1))
+    rows: list[str] = []
+    n = 0
+    for (job_id, partition), count in plan:
+        for i in range(count):
+            at = now - timedelta(minutes=i + 1)
+            state = STATES[n % len(STATES)]
+            run_id = uuid.uuid4()
+            if state == "succeeded" and len(kept) < keep_ids:
+                kept.append(run_id)
+            stamp = at.isoformat()
+            rows.append(
+                f"{run_id}\t{job_id}\t{tenant_id}\t{partition}\t{stamp}\tschedule\t{state}\t1\t1\t"
+                f"{n:064x}\t\tf\t\t0\t{stamp}\t{stamp}\t{stamp}\t{stamp}\n"
+            )
+            n += 1
+            if len(rows) == 100_000:
+                yield "".join(rows)
+                rows = []
+    if rows:
+        yield "".join(rows)
+
+
+def generate(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
+    (tenant, key), jobs = _jobs(args.jobs, now)
+    kept: list[uuid.UUID] = []
+    started = time.perf_counter()
+    _copy(
+        "jobs_jobrun", RUN_COLUMNS,
+        _run_lines(jobs, tenant.id, args.runs, args.big_share, now, args.keys + args.letters, kept),
+    )  # fmt: skip
+    copy_s = time.perf_counter() - started
+    started = time.perf_counter()
+    _sql("VACUUM (ANALYZE) jobs_jobrun")
+    vacuum_s = time.perf_counter() - started
+    expired = now - timedelta(days=1)
+    old = now - timedelta(days=40)
+    key_runs, letter_runs = kept[: args.keys], kept[args.keys :]
+    _copy(
+        "jobs_dedupkey", "key, tenant_id, job_id, run_id, outcome, created_at, expires_at",
+        iter([
+            "".join(f"k{i:063x}\t{tenant.id}\t{jobs[0][0]}\t{run_id}\tsucceeded\t"
+                    f"{(expired - timedelta(days=7)).isoformat()}\t{expired.isoformat()}\n"
+                    for i, run_id in enumerate(key_runs[j : j + 100_000], start=j))
+            for j in range(0, len(key_runs), 100_000)
+        ]),
+    )  # fmt: skip
+    _copy(
+        "jobs_deadletter",
+        "run_id, job_id, tenant_id, attempts, last_error, moved_at, replayed_at, replay_count",
+        iter([
+            "".join(f"{run_id}\t{jobs[0][0]}\t{tenant.id}\t3\tboom\t{old.isoformat()}\t"
+                    f"{old.isoformat()}\t1\n" for run_id in letter_runs)
+        ]),
+    )  # fmt: skip
+    _copy(
+        "django_celery_results_taskresult",
+        "task_id, status, content_type, content_encoding, result, date_created, date_done, "
+        "traceback, meta, periodic_task_name, task_name, task_args, task_kwargs, worker",
+        iter([
+            "".join(f"r{i}:1\tSUCCESS\tapplication/json\tutf-8\tnull\t{old.isoformat()}\t"
+                    f"{old.isoformat()}\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\t\\N\n"
+                    for i in range(j, min(j + 100_000, args.results)))
+            for j in range(0, args.results, 100_000)
+        ]),
+    )  # fmt: skip
+    _sql("VACUUM (ANALYZE) jobs_dedupkey, jobs_deadletter, django_celery_results_taskresult")
+    return {
+        "tenant": tenant,
+        "key": key,
+        "big_job": jobs[0][0],
+        "copy_s": copy_s,
+        "vacuum_s": vacuum_s,
+        "table_mb": _sql("SELECT pg_total_relation_size('jobs_jobrun') / 1048576")[0][0],
+    }
+
+
+def _quantiles(samples: list[float]) -> tuple[float, float]:
+    return statistics.median(samples), statistics.quantiles(samples, n=20)[18]
+
+
+def _requests(get: Callable[[str], Any], url: str, repeat: int) -> list[float]:
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        response = get(url)
+        samples.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200, response.content[:300]
+    return samples
+
+
+def readers(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    client = Client()
+    headers = {"Authorization": f"Bearer {data['key']}"}
+
+    def api(url: str) -> Any:
+        return client.get(url, headers=headers)
+
+    job = data["big_job"]
+    figures: dict[str, Any] = {}
+    _requests(api, f"/v1/jobs/{job}", 5)  # warm-up
+    figures["job_get"] = _quantiles(_requests(api, f"/v1/jobs/{job}", args.repeat))
+    first = f"/v1/jobs/{job}/runs?limit=20"
+    figures["runs_first"] = _quantiles(_requests(api, first, args.repeat))
+    page = api(first).json()
+    for _ in range(200):
+        page = api(page["next"]).json()
+    figures["runs_deep"] = _quantiles(_requests(api, page["next"], args.repeat))
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("bench", "bench@example.com", "unused-pw-1"))
+    _requests(admin.get, "/admin/jobs/jobrun/", 2)  # warm-up
+    admin_ms = _requests(admin.get, "/admin/jobs/jobrun/", args.admin_repeat)
+    figures["admin_p50"] = statistics.median(admin_ms)
+    figures["admin_page2_p50"] = statistics.median(
+        _requests(admin.get, "/admin/jobs/jobrun/?p=2", args.admin_repeat)
+    )
+    # The old ways, as bare statements, once each after a warm-up run.
+    old = {
+        "count(*) of every run": "SELECT count(*) FROM jobs_jobrun",
+        "GROUP BY state over all of the big job's runs":
+            "SELECT state, count(*) FROM jobs_jobrun WHERE job_id = %s GROUP BY state",
+        "date hierarchy: SELECT DISTINCT date_trunc('year', scheduled_for)":
+            "SELECT DISTINCT date_trunc('year', scheduled_for) FROM jobs_jobrun",
+    }  # fmt: skip
+    figures["old"] = {}
+    for name, statement in old.items():
+        params = [job] if "%s" in statement else None
+        _timed_sql(statement, params)
+        figures["old"][name] = _timed_sql(statement, params)
+    return figures
+
+
+def plans(data: dict[str, Any]) -> dict[str, str]:
+    from jobs.job_figures import _FIGURES_SQL, FIGURES_WINDOW
+
+    job = data["big_job"]
+    explain = "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF, SUMMARY ON) "
+    statements = {
+        "GET /v1/jobs/{id}: figures and run_counts over the job's last 100 runs": (
+            _FIGURES_SQL.replace("%(job_id)s", f"'{job}'")
+            .replace("%(window)s", str(FIGURES_WINDOW))
+            .replace("%(succeeded)s", "'succeeded'").replace("%(dead)s", "'dead'")
+            .replace("%(outcomes)s", "ARRAY['succeeded','failed','dead']")
+            .replace("%(ended)s", "ARRAY['succeeded','failed','dead','cancelled','skipped']")
+        ),
+        "GET /v1/jobs/{id}/runs?limit=20: first page": (
+            f"SELECT * FROM jobs_jobrun WHERE tenant_id = {data['tenant'].id} AND job_id = "
+            f"'{job}' ORDER BY scheduled_for DESC LIMIT 21"
+        ),
+        "admin run list: first page": (
+            "SELECT r.*, j.name FROM jobs_jobrun r JOIN jobs_job j ON j.id = r.job_id "
+            "ORDER BY r.scheduled_for DESC, r.id DESC LIMIT 100"
+        ),
+        "admin run list: the bounded count": (
+            "SELECT count(*) FROM (SELECT id FROM jobs_jobrun "
+            "ORDER BY scheduled_for DESC, id DESC LIMIT 1001) AS subquery"
+        ),
+    }  # fmt: skip
+    found = {}
+    for name, statement in statements.items():
+        rows = _sql(explain + statement)
+        found[name] = "\n".join(row[0] for row in rows)
+    return found
+
+
+def purge(args: argparse.Namespace) -> dict[str, tuple[int, float]]:
+    from beat_engine.clock import SystemClock
+    from jobs.services.history_retention import PURGE_BATCH, PURGES, _locked_batch
+
+    clock = SystemClock()
+    now = clock.now()
+    found: dict[str, tuple[int, float]] = {}
+    for table, one in PURGES.items():
+        deleted, started = 0, time.perf_counter()
+        while True:
+            n = _locked_batch(one, now=now, batch=PURGE_BATCH)
+            deleted += n or 0
+            if not n or n < PURGE_BATCH:
+                break
+        found[table] = (deleted, time.perf_counter() - started)
+    return found
+
+
+def _section(
+    args: argparse.Namespace,
+    data: dict[str, Any],
+    figures: dict[str, Any],
+    purged: dict[str, tuple[int, float]],
+    when: str,
+) -> str:
+    command = "bench/bench_history.py " + " ".join(sys.argv[1:])
+    lines = [
+        "## Run history",
+        "",
+        f"`{command}` on {when}, this 2-core machine shared with other work; embedded "
+        f"PostgreSQL of its own, requests through Django's test client in process (no HTTP "
+        f"server). **{args.runs:,} runs** generated with COPY in {data['copy_s']:.0f} s "
+        f"(`VACUUM ANALYZE` {data['vacuum_s']:.0f} s; table and indexes {data['table_mb']:,} MB), "
+        f"{args.jobs:,} jobs; the measured job holds {args.big_share:.0%} of them "
+        f"({int(args.runs * args.big_share):,} runs). No attempt rows. docs/history.md explains "
+        "the readers and the purge.",
+        "",
+        "| reader | p50 | p95 |",
+        "| --- | --- | --- |",
+        f"| `GET /v1/jobs/{{id}}` | {figures['job_get'][0]:.1f} ms "
+        f"| {figures['job_get'][1]:.1f} ms |",
+        f"| `GET /v1/jobs/{{id}}/runs?limit=20`, first page | {figures['runs_first'][0]:.1f} ms "
+        f"| {figures['runs_first'][1]:.1f} ms |",
+        f"| same, page 200 (cursor) | {figures['runs_deep'][0]:.1f} ms "
+        f"| {figures['runs_deep'][1]:.1f} ms |",
+        f"| admin run list, first page (superuser) | {figures['admin_p50']:.0f} ms | |",
+        f"| admin run list, page 2 | {figures['admin_page2_p50']:.0f} ms | |",
+        "",
+        f"p50/p95 over {args.repeat} requests each (admin: median of {args.admin_repeat}). What "
+        "the old readers' statements cost on the same table, once each after a warm-up:",
+        "",
+        "| statement | time |",
+        "| --- | --- |",
+    ]
+    lines += [f"| {name} | {ms:,.0f} ms |" for name, ms in figures["old"].items()]
+    lines += [
+        "",
+        "The history purge (`jobs/services/history_retention.py`, batches of 5,000 rows, each "
+        "its own transaction under the purge lock):",
+        "",
+        "| table | rows purged | time | rows/s |",
+        "| --- | --- | --- | --- |",
+    ]
+    for table, (rows, seconds) in purged.items():
+        rate = rows / seconds if seconds else 0.0
+        lines.append(f"| `{table}` | {rows:,} | {seconds:.1f} s | {rate:,.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _records(args: argparse.Namespace, figures: dict[str, Any],
+             purged: dict[str, tuple[int, float]]) -> list[dict[str, Any]]:  # fmt: skip
+    base = {"source": "bench-history", "runs": args.runs}
+    records = [
+        {**base, "metric": "job_get_p95", "value": figures["job_get"][1], "unit": "ms"},
+        {**base, "metric": "runs_page_p95", "value": figures["runs_first"][1], "unit": "ms"},
+        {**base, "metric": "runs_deep_page_p95", "value": figures["runs_deep"][1], "unit": "ms"},
+        {**base, "metric": "admin_run_list_p50", "value": figures["admin_p50"], "unit": "ms"},
+    ]
+    for table, (rows, seconds) in purged.items():
+        rate = rows / seconds if seconds else 0.0
+        records.append({**base, "metric": f"purge_{table}", "value": rate, "unit": "rows/s"})
+    return records
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=2_000_000)
+    parser.add_argument("--jobs", type=int, default=1_000)
+    parser.add_argument("--big-share", type=float, default=0.1)
+    parser.add_argument("--keys", type=int, default=500_000)
+    parser.add_argument("--letters", type=int, default=20_000)
+    parser.add_argument("--results", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--admin-repeat", type=int, default=10)
+    parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep .local/bench_history")
+    args = parser.parse_args()
+    shutil.rmtree(SERVICES, ignore_errors=True)
+    embedded = _setup()
+    try:
+        from beat_engine.clock import SystemClock
+
+        now = SystemClock().now()
+        started = time.perf_counter()
+        data = generate(args, now)
+        print(
+            f"generated {args.runs:,} runs in {time.perf_counter() - started:.0f} s "
+            f"(COPY {data['copy_s']:.0f} s, VACUUM ANALYZE {data['vacuum_s']:.0f} s, "
+            f"{data['table_mb']:,} MB)",
+            flush=True,
+        )
+        figures = readers(args, data)
+        for name in ("job_get", "runs_first", "runs_deep"):
+            print(f"{name}: p50 {figures[name][0]:.1f} ms, p95 {figures[name][1]:.1f} ms")
+        print(f"admin run list: p50 {figures['admin_p50']:.0f} ms, page 2 "
+              f"{figures['admin_page2_p50']:.0f} ms")  # fmt: skip
+        for name, ms in figures["old"].items():
+            print(f"old: {name}: {ms:,.0f} ms")
+        found = plans(data)
+        for name, plan in found.items():
+            print(f"--- {name}\n{plan}")
+        purged = purge(args)
+        for table, (rows, seconds) in purged.items():
+            print(f"purge {table}: {rows:,} rows in {seconds:.1f} s")
+        if args.write_docs:
+            when = now.date().isoformat()
+            replace_section("Run history", _section(args, data, figures, purged, when))
+            replace_records("bench-history", _records(args, figures, purged))
+    finally:
+        embedded.stop()
+        if not args.keep:
+            shutil.rmtree(SERVICES, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
