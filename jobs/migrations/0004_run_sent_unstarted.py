@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="jobrun",
             index=models.Index(
-                condition=models.Q(("state", "queued"), ("published_at__isnull", False)),
+                condition=models.Q(("published_at__isnull", False), ("state", "queued")),
                 fields=["published_at"],
                 name="run_sent_unstarted",
             ),
