@@ -166,12 +166,25 @@ def _run_lines(
 def generate(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     (tenant, key), jobs = _jobs(args.jobs, now)
     kept: list[uuid.UUID] = []
+    # A bulk load's usual order: the secondary indexes are dropped, the rows copied (the
+    # primary and unique keys still checked), and the indexes built again once, sorted.
+    secondary = _sql(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'jobs_jobrun' AND "
+        "indexname NOT IN (SELECT conname FROM pg_constraint "
+        "                   WHERE conrelid = 'jobs_jobrun'::regclass)"
+    )
     started = time.perf_counter()
+    for name, _ in secondary:
+        _sql(f"DROP INDEX {name}")
     _copy(
         "jobs_jobrun", RUN_COLUMNS,
         _run_lines(jobs, tenant.id, args.runs, args.big_share, now, args.keys + args.letters, kept),
     )  # fmt: skip
     copy_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for _, definition in secondary:
+        _sql(definition)
+    index_s = time.perf_counter() - started
     started = time.perf_counter()
     _sql("VACUUM (ANALYZE) jobs_jobrun")
     vacuum_s = time.perf_counter() - started
@@ -212,6 +225,7 @@ def generate(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
         "key": key,
         "big_job": jobs[0][0],
         "copy_s": copy_s,
+        "index_s": index_s,
         "vacuum_s": vacuum_s,
         "table_mb": _sql("SELECT pg_total_relation_size('jobs_jobrun') / 1048576")[0][0],
     }
@@ -273,6 +287,42 @@ def readers(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
         _timed_sql(statement, params)
         figures["old"][name] = _timed_sql(statement, params)
     return figures
+
+
+# A claim-like insert: the big job's next firings, one row per second ahead of now.
+_INSERT_SQL = """
+INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger, state,
+                         attempt, epoch, dedup_key, worker, cancel_requested, last_error,
+                         replayed_count, queued_at, created_at)
+SELECT gen_random_uuid(), j.id, j.tenant_id, j.partition, %s + make_interval(secs => g),
+       'schedule', 'queued', 1, 1, md5(%s::text || g::text), '', false, '', 0, %s, %s
+  FROM jobs_job AS j, generate_series(1, %s) AS g
+ WHERE j.id = %s
+"""
+_BY_FIRING = "run_by_firing"
+
+
+def insert_cost(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, float]:
+    """Milliseconds per 1,000 claimed runs inserted with and without run_by_firing, the
+    index the admin's list added, alternating (the median of each)."""
+    from beat_engine.clock import SystemClock
+
+    definition = _sql("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [_BY_FIRING])[0][0]
+    with_index: list[float] = []
+    without: list[float] = []
+    start = SystemClock().now() + timedelta(days=1)
+    for round_ in range(args.insert_rounds):
+        for has_index in (True, False):
+            if not has_index:
+                _sql(f"DROP INDEX {_BY_FIRING}")
+            at = start + timedelta(days=round_, hours=12 if has_index else 0)
+            tag = f"{round_}-{has_index}-"
+            ms = _timed_sql(_INSERT_SQL, [at, tag, at, at, args.insert_rows, data["big_job"]])
+            (with_index if has_index else without).append(ms * 1000 / args.insert_rows)
+            if not has_index:
+                _sql(definition)
+    _sql("DELETE FROM jobs_jobrun WHERE state = 'queued'")
+    return {"with": statistics.median(with_index), "without": statistics.median(without)}
 
 
 def plans(data: dict[str, Any]) -> dict[str, str]:
@@ -340,7 +390,8 @@ def _section(
         f"`{command}` on {when}, this 2-core machine shared with other work; embedded "
         f"PostgreSQL of its own, requests through Django's test client in process (no HTTP "
         f"server). **{args.runs:,} runs** generated with COPY in {data['copy_s']:.0f} s "
-        f"(`VACUUM ANALYZE` {data['vacuum_s']:.0f} s; table and indexes {data['table_mb']:,} MB), "
+        f"(secondary indexes built after it in {data['index_s']:.0f} s, `VACUUM ANALYZE` "
+        f"{data['vacuum_s']:.0f} s; table and indexes {data['table_mb']:,} MB), "
         f"{args.jobs:,} jobs; the measured job holds {args.big_share:.0%} of them "
         f"({int(args.runs * args.big_share):,} runs). No attempt rows. docs/history.md explains "
         "the readers and the purge.",
@@ -363,6 +414,14 @@ def _section(
         "| --- | --- |",
     ]
     lines += [f"| {name} | {ms:,.0f} ms |" for name, ms in figures["old"].items()]
+    cost = figures["insert"]
+    lines += [
+        "",
+        f"The admin list's index `run_by_firing` on the claim's path: a claim-like INSERT of "
+        f"{args.insert_rows:,} queued runs into this table costs {cost['with']:.1f} ms per "
+        f"1,000 runs with it and {cost['without']:.1f} ms without (medians of "
+        f"{args.insert_rounds} alternating rounds).",
+    ]
     lines += [
         "",
         "The history purge (`jobs/services/history_retention.py`, batches of 5,000 rows, each "
@@ -402,6 +461,8 @@ def main() -> int:
     parser.add_argument("--results", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--admin-repeat", type=int, default=10)
+    parser.add_argument("--insert-rows", type=int, default=50_000)
+    parser.add_argument("--insert-rounds", type=int, default=3)
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep .local/bench_history")
     args = parser.parse_args()
@@ -415,7 +476,8 @@ def main() -> int:
         data = generate(args, now)
         print(
             f"generated {args.runs:,} runs in {time.perf_counter() - started:.0f} s "
-            f"(COPY {data['copy_s']:.0f} s, VACUUM ANALYZE {data['vacuum_s']:.0f} s, "
+            f"(COPY {data['copy_s']:.0f} s, indexes {data['index_s']:.0f} s, "
+            f"VACUUM ANALYZE {data['vacuum_s']:.0f} s, "
             f"{data['table_mb']:,} MB)",
             flush=True,
         )
@@ -426,6 +488,13 @@ def main() -> int:
               f"{figures['admin_page2_p50']:.0f} ms")  # fmt: skip
         for name, ms in figures["old"].items():
             print(f"old: {name}: {ms:,.0f} ms")
+        cost = insert_cost(args, data)
+        print(
+            f"claim-like insert of {args.insert_rows:,} runs: {cost['with']:.1f} ms per 1,000 "
+            f"with run_by_firing, {cost['without']:.1f} ms without (medians of "
+            f"{args.insert_rounds})"
+        )
+        figures["insert"] = cost
         found = plans(data)
         for name, plan in found.items():
             print(f"--- {name}\n{plan}")
