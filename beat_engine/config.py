@@ -61,6 +61,12 @@ class EngineConfig:
     # While partitions of its target are still held by another node, a node asks again this
     # often (the hand-over is announced on the change feed; this covers a lost message).
     handover_retry_s: float = 0.25
+    # After another node's registration has run out, how long to wait before looking: its
+    # leases are extended just after its registration, so they lapse a moment later.
+    peer_lapse_margin_s: float = 0.02
+    # A partition taken over from a dead node first loads only what is due this soon (its
+    # first claims are the firings it missed), and the rest of its horizon at the next tick.
+    takeover_load_s: float = 1.0
     # The lease keeper renews on its own thread only while the engine's loop came round
     # within this long (beat_engine/lease_keeper.py): a hung loop's partitions fail over.
     keeper_stall_s: float = 30.0

@@ -176,13 +176,14 @@ class BeatEngine:
         return 0.0 if busy else self._sleep_for()
 
     def _take_over(self, now: datetime, gained: list[int]) -> None:
-        self._load_taken(now, gained)
         # A partition just taken over may hold runs its last owner claimed and never pushed
         # (it died, or its pre-publish fence check failed against our new epoch): send them
         # now, not publish_sweep_after_s later, which a failover would add to those firings'
-        # lateness. A push of the old owner's that raced ours makes a second message of the
+        # lateness. Before the horizon is loaded: they are the most overdue and need no
+        # horizon. A push of the old owner's that raced ours makes a second message of the
         # same run, which the worker's compare-and-set drops.
         self._sweep(now, only=gained, unpublished_after=timedelta(0))
+        self._load_taken(now, gained)
         if self.ownership.waiting_for:
             # Loading a share takes a while; partitions handed to us meanwhile are taken now
             # rather than after this tick's claims (docs/engine.md, "Hand-over").
@@ -321,7 +322,7 @@ class BeatEngine:
         staged = self._staged.take(taken)
         rest = [p for p in taken if p not in staged.loaded_until]
         if rest:
-            self._refresh(now, rest)
+            self._load_near(now, rest)
         if not staged.loaded_until:
             return
         self.heap.push_many(staged.entries)
@@ -335,6 +336,18 @@ class BeatEngine:
         self._loaded_until.update(page.loaded_until)
         if staged.changed:
             self._reload_jobs(staged.changed)
+
+    def _load_near(self, now: datetime, taken: list[int]) -> None:
+        """Partitions taken with nothing staged (their owner died): load only what is due
+        within ``takeover_load_s`` now, so this tick's claims (the firings due while nobody
+        owned them) are not held behind the whole horizon of their jobs (5,000 jobs: about
+        0.4 s at 1,000 firings/s); the next tick's incremental refresh loads the rest, from
+        each partition's loaded_until."""
+        until = now + timedelta(seconds=self.config.takeover_load_s)
+        page = load_horizon(taken, until=until, page=self.config.horizon_page)
+        self.heap.push_many(page.entries)
+        self._loaded_until.update(page.loaded_until)
+        self._next_refresh_mono = min(self._next_refresh_mono, self.clock.monotonic())
 
     def _take_changes(self, changes: Changes, mono: float) -> None:
         if changes.jobs:

@@ -98,6 +98,10 @@ class LeaseStore(Protocol):
         """Mark the node alive for ttl_ms and return every live node, sorted."""
         ...
 
+    def expiries(self) -> dict[str, float]:
+        """Seconds until each live node's registration runs out, as of the last heartbeat."""
+        ...
+
     def live_nodes(self) -> list[str]:
         """Every live node, sorted, without registering this one."""
         ...

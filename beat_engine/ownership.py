@@ -104,6 +104,7 @@ class Ownership:
             # Their owner releases them when it hears of us and announces it; should either
             # message be lost, ask again soon rather than a whole renewal period later.
             self.next_due_mono = sent + min(cfg.lease_renew_s, cfg.handover_retry_s)
+        self.next_due_mono = min(self.next_due_mono, self._peer_lapse_mono(sent))
         PARTITIONS_OWNED.set(len(self.leases))
         if gained or lost:
             # One line per rebalance, however many partitions moved: a node starting alone
@@ -120,6 +121,21 @@ class Ownership:
                 },
             )
         return gained, lost
+
+    def _peer_lapse_mono(self, sent: float) -> float:
+        """When the registration of the first other node to stop renewing would run out.
+
+        A live node renews every renewal period, so its registration stays about a TTL ahead
+        and this lies beyond our own next renewal. A node that died stops renewing: its
+        registration runs out a TTL after its last renewal and its leases (extended right
+        after it) a moment later. Looking again then, rather than at our next renewal up to a
+        period later, takes its partitions within the TTL of its last renewal (a lease still
+        held for that moment is asked for again after ``handover_retry_s``).
+        """
+        left = [s for node, s in self.store.expiries().items() if node != self.node]
+        if not left:
+            return float("inf")
+        return sent + max(0.0, min(left)) + self.config.peer_lapse_margin_s
 
     def take_waiting(self) -> list[int]:
         """Take those of the awaited partitions their owners have released since; no heartbeat

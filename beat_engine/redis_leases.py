@@ -73,13 +73,20 @@ return moved
 """
 
 # Liveness scored by Redis's own clock, so node clocks need not agree: register the node until
-# now + ttl, forget nodes whose time ran out, and return the survivors.
+# now + ttl, forget nodes whose time ran out, and return the survivors, each with the
+# milliseconds left on its registration (when a node that stopped renewing drops out).
 HEARTBEAT_LUA = """
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[2]), ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
-return redis.call('ZRANGE', KEYS[1], 0, -1)
+local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local result = {}
+for i = 1, #live, 2 do
+    table.insert(result, live[i])
+    table.insert(result, tostring(tonumber(live[i + 1]) - now_ms))
+end
+return result
 """
 
 
@@ -128,6 +135,8 @@ class RedisLeaseStore:
         # Who this process is, for a second process started with the same node id to name.
         self._instance = f"{socket.gethostname()} pid {os.getpid()} {os.urandom(4).hex()}"
         self._node_id_claimed: str | None = None
+        # Seconds left on each live node's registration at the last heartbeat.
+        self._expiries: dict[str, float] = {}
 
     def acquire(self, partitions: list[int], node: str, ttl_ms: int) -> list[int]:
         if not partitions:
@@ -173,8 +182,14 @@ class RedisLeaseStore:
     def heartbeat(self, node: str, ttl_ms: int) -> list[str]:
         if self._node_id_claimed == node:
             self._keep_node_id(keys=[NODE_ID_KEY.format(node=node)], args=[self._instance, ttl_ms])
-        members = self._heartbeat(keys=[NODES_KEY], args=[node, ttl_ms])
-        return sorted(bytes(m).decode() for m in members)
+        flat = self._heartbeat(keys=[NODES_KEY], args=[node, ttl_ms])
+        self._expiries = {
+            bytes(flat[i]).decode(): float(flat[i + 1]) / 1000 for i in range(0, len(flat), 2)
+        }
+        return sorted(self._expiries)
+
+    def expiries(self) -> dict[str, float]:
+        return dict(self._expiries)
 
     def live_nodes(self) -> list[str]:
         """Nodes registered until after Redis's current time, without registering one."""
