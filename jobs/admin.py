@@ -307,6 +307,7 @@ class JobAdmin(JobDependenciesAdminMixin, TenantScopedAdmin):
             ),
         ),
         ("Dependencies", ("depends_on", "trigger_rule")),
+        ("Rate limit", ("target_group", "target_rate", "target_burst")),
     )
     # Read-only displays shown inside a definition fieldset on the change page; any other
     # read-only field lands in "State and history".
@@ -599,4 +600,5 @@ class PartitionEpochAdmin(ReadOnlyAdmin):
 # Admin modules of their own, imported here to register them: the result backend's pages,
 # which carry no tenant and are narrowed to superusers, and notification webhooks.
 import jobs.admin_results  # noqa: E402
+import jobs.admin_target_limits  # noqa: E402, F401
 import jobs.admin_webhooks  # noqa: E402, F401

@@ -65,6 +65,9 @@ ERROR_FIELDS = {
     "catchup.starting_deadline": "starting_deadline",
     "depends_on": "depends_on",
     "trigger_rule": "trigger_rule",
+    "rate_limit.group": "target_group",
+    "rate_limit.rate_per_s": "target_rate",
+    "rate_limit.burst": "target_burst",
 }
 # RetryPolicy.validate names the offending value at the start of its message.
 RETRY_ERROR_FIELDS = {
@@ -166,6 +169,23 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
     catchup_limit = forms.IntegerField(label="catch-up limit", initial=_DEFAULTS.catchup_limit)
     starting_deadline = _seconds("starting deadline", initial=None, required=False)
     jitter_window = _seconds("jitter window", initial=_DEFAULTS.jitter_window)
+    # Per-target rate limit (docs/limits.md, "Per-target rate limits").
+    target_group = forms.CharField(
+        label="rate limit group",
+        required=False,
+        max_length=255,
+        help_text="The group whose bucket the job's runs share (a target limit of the tenant); "
+        "empty: the HTTP host of its URL.",
+    )
+    target_rate = forms.FloatField(
+        label="own rate (requests/s)",
+        required=False,
+        help_text="A bucket of the job's own at this rate, in place of its tenant's limit for "
+        "the target; empty: the tenant's limit, if any.",
+    )
+    target_burst = forms.IntegerField(
+        label="own burst", required=False, help_text="The job's own bucket's size (default 1)."
+    )
     critical = forms.BooleanField(required=False, initial=_DEFAULTS.critical)
     depends_on = forms.CharField(
         label="depends on",
@@ -331,6 +351,9 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
             "timezone": cleaned["timezone"],
             "target_kind": cleaned["target_kind"],
             "payload": cleaned["payload"] if cleaned.get("payload") is not None else {},
+            "target_group": cleaned.get("target_group") or "",
+            "target_rate": cleaned.get("target_rate"),
+            "target_burst": cleaned.get("target_burst"),
             **{
                 name: cleaned[name]
                 for name in (

@@ -19,6 +19,7 @@ from jobs.api.fields import (
     StrictUUIDField,
     seconds,
 )
+from jobs.api.serializers_target_limits import RateLimitIn, RateLimitOut, rate_limit_changes
 from jobs.models import CatchUpPolicyChoice, ConcurrencyPolicy, JobStatus, TargetKind, TriggerRule
 from jobs.validation import PRIORITY_HELP
 
@@ -99,6 +100,11 @@ class JobDefinitionIn(StrictSerializer):
         "(default): no limit of its own, only its tenant's. A run over it waits, no attempt "
         "spent, and starts when a slot frees, oldest firing first (docs/limits.md).",
     )
+    rate_limit = RateLimitIn(
+        required=False,
+        help_text="Per-target rate limit (docs/limits.md): the group whose bucket the job's "
+        "runs share, or a rate of the job's own. A run over it waits, no attempt spent.",
+    )
 
 
 class JobCreateIn(JobDefinitionIn):
@@ -173,6 +179,7 @@ def job_changes(data: dict[str, Any]) -> dict[str, Any]:
         out["depends_on"] = None
     out.update(_dependency_fields(data))
     out.update(_target_fields(data.get("target", {})))
+    out.update(rate_limit_changes(data))
     retries = data.get("retries", {})
     out.update({field: retries[api] for api, field in _RETRIES.items() if api in retries})
     if "base_delay_sec" in retries:
@@ -252,6 +259,7 @@ class JobOut(serializers.Serializer[Any]):
     max_running_runs = serializers.IntegerField(
         allow_null=True, help_text="Runs of this job running at once; null: no limit of its own."
     )
+    rate_limit = RateLimitOut(source="*")
     next_fire_at = AwareDateTimeField(allow_null=True)
     last_fire_at = AwareDateTimeField(allow_null=True)
     version = serializers.IntegerField()

@@ -9,7 +9,14 @@ from drf_spectacular.views import (
     SpectacularSwaggerView,
 )
 
-from jobs.api import views, views_explain, views_graph, views_runs, views_webhooks
+from jobs.api import (
+    views,
+    views_explain,
+    views_graph,
+    views_runs,
+    views_target_limits,
+    views_webhooks,
+)
 
 app_name = "v1"
 
@@ -34,6 +41,16 @@ urlpatterns = [
         "webhooks/<uuid:webhook_id>",
         views_webhooks.WebhookItemView.as_view(),
         name="webhook-detail",
+    ),
+    path(
+        "target-limits",
+        views_target_limits.TargetLimitCollectionView.as_view(),
+        name="target-limit-list",
+    ),
+    path(
+        "target-limits/<int:target_limit_id>",
+        views_target_limits.TargetLimitItemView.as_view(),
+        name="target-limit-detail",
     ),
     path("schedules/preview", views_runs.SchedulePreviewView.as_view(), name="schedule-preview"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),

@@ -33,6 +33,7 @@ from jobs.services import dag_handoff, dependencies
 from jobs.services.dedup import dedup_key_for
 from jobs.services.job_events import job_event_record, job_schedule_fields
 from jobs.services.runs import runs_cancel_of_job
+from jobs.services.target_limit_config import validate_job_rate_limit
 from jobs.states import IN_FLIGHT_STATES, RunState
 
 
@@ -72,6 +73,11 @@ class JobInput:
     trigger_rule: str = TriggerRule.ALL_SUCCESS
     # Runs of this job running at once (docs/limits.md, "Running concurrency"); None: no limit.
     max_running_runs: int | None = None
+    # Per-target rate limit (docs/limits.md): the bucket's group ('' for the HTTP host), and a
+    # rate and burst of the job's own (None: its tenant's limit for the target, if any).
+    target_group: str = ""
+    target_rate: float | None = None
+    target_burst: int | None = None
 
 
 SCHEDULE_FIELDS = ("cron", "interval", "run_at")
@@ -155,6 +161,7 @@ def _validate_input(data: JobInput) -> None:
     if data.trigger_rule not in TriggerRule.values:
         raise InvalidInput("trigger_rule", f"must be one of {', '.join(TriggerRule.values)}")
     validation.validate_running_limit("max_running_runs", data.max_running_runs)
+    validate_job_rate_limit(data.target_group, data.target_rate, data.target_burst)
     if data.catchup_policy not in CatchUpPolicyChoice.values:
         raise InvalidInput(
             "catchup.policy", f"must be one of {', '.join(CatchUpPolicyChoice.values)}"
@@ -216,6 +223,11 @@ def _apply_input(job: Job, data: JobInput, kind: str, spec: ScheduleSpec | None)
     job.critical = data.critical
     job.trigger_rule = data.trigger_rule
     job.max_running_runs = data.max_running_runs
+    job.target_group = validate_job_rate_limit(
+        data.target_group, data.target_rate, data.target_burst
+    )
+    job.target_rate = data.target_rate
+    job.target_burst = data.target_burst
 
 
 def _save_new(job: Job) -> None:
@@ -310,6 +322,9 @@ def job_input_from(job: Job) -> JobInput:
         depends_on=dependencies.parent_ids_of(job.id) or None,
         trigger_rule=job.trigger_rule,
         max_running_runs=job.max_running_runs,
+        target_group=job.target_group,
+        target_rate=job.target_rate,
+        target_burst=job.target_burst,
     )
 
 
