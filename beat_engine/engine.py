@@ -513,6 +513,11 @@ class BeatEngine:
             # never more turns than other tenants get (docs/limits.md, "Priorities").
             due = order_by_priority(due, priority_of=_priority, share=self._claim_turns)
             self._backlog = interleave_by_tenant(due)
+        else:
+            # A firing that fell due after this window was taken (another tenant's, or a
+            # tenant behind the round) goes ahead of the window's rest: it waits one batch,
+            # not the whole window (beat_engine/fair_order.py, pop_behind).
+            self._backlog[:0] = self.heap.pop_behind(now, size)
         batch, self._backlog = self._backlog[:size], self._backlog[size:]
         return batch
 

@@ -47,6 +47,7 @@ class FairDueHeap:
         # Entries handed out per tenant in the current drain, and the turn last served.
         self._turn: dict[int, int] = {}
         self._round = 0
+        self._drained = False
 
     def __len__(self) -> int:
         return len(self._live)
@@ -91,6 +92,10 @@ class FairDueHeap:
 
     def pop_due(self, now: datetime, limit: int) -> list[DueEntry]:
         """Up to ``limit`` entries due at or before ``now``, in fair rounds across tenants."""
+        if self._drained:
+            self._turn.clear()
+            self._round = 0
+            self._drained = False
         # (turn, head due_at, head sequence, tenant) of every tenant whose head is due.
         ready: list[tuple[int, datetime, int, int]] = []
         while self._heads and self._heads[0][0] <= now:
@@ -128,10 +133,45 @@ class FairDueHeap:
                 self._list(tenant, head)
         for _turn, due, seq, tenant in ready:
             self._list(tenant, (due, seq, self._by_tenant[tenant][0][2]))
-        if len(taken) < limit:
-            # Nothing more due: the drain is over, the next one starts its rounds afresh.
-            self._turn.clear()
-            self._round = 0
+        # Nothing more due: the drain is over once what was taken is claimed; the next call
+        # starts its rounds afresh (pop_behind still needs them meanwhile).
+        self._drained = len(taken) < limit
+        return taken
+
+    def pop_behind(self, now: datetime, limit: int) -> list[DueEntry]:
+        """While a drain is on: one due entry of each tenant served less than the current
+        round (one that fell due after the window being claimed was taken), at most ``limit``,
+        earliest first. The engine puts them ahead of that window, so such a firing waits for
+        one claim batch, not for the rest of the window; each counts as the tenant's turn in
+        the current round."""
+        if not self._turn:
+            return []
+        behind: list[tuple[datetime, int, int]] = []
+        skipped: list[tuple[datetime, int, int]] = []
+        while self._heads and self._heads[0][0] <= now:
+            due, seq, tenant = heapq.heappop(self._heads)
+            if not self._valid(seq, tenant):
+                self._relist((due, seq, tenant))
+                continue
+            (behind if self._turn.get(tenant, 0) <= self._round else skipped).append(
+                (due, seq, tenant)
+            )
+        for item in skipped:
+            heapq.heappush(self._heads, item)
+        taken: list[DueEntry] = []
+        for due, seq, tenant in behind:
+            if len(taken) >= limit:
+                heapq.heappush(self._heads, (due, seq, tenant))
+                continue
+            del self._listed[tenant]
+            entry = heapq.heappop(self._by_tenant[tenant])[2]
+            self._items -= 1
+            del self._live[entry.job_id]
+            taken.append(entry)
+            self._turn[tenant] = max(self._turn.get(tenant, 0), self._round) + 1
+            head = self._head(tenant)
+            if head is not None:
+                self._list(tenant, head)
         return taken
 
     def _list(self, tenant: int, item: _Item) -> None:

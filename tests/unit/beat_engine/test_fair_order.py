@@ -106,6 +106,7 @@ _ops = st.lists(
         st.tuples(st.just("push"), st.integers(0, 30), st.integers(0, 20), st.integers(1, 4)),
         st.tuples(st.just("discard"), st.integers(0, 30)),
         st.tuples(st.just("pop"), st.integers(0, 25), st.integers(1, 8)),
+        st.tuples(st.just("behind"), st.integers(0, 25), st.integers(1, 8)),
         st.tuples(st.just("drop"), st.integers(0, 2)),
     ),
     max_size=120,
@@ -133,8 +134,13 @@ def test_it_holds_and_hands_out_the_same_entries_as_the_due_heap(ops: list[tuple
         else:
             now = T0 + timedelta(seconds=op[1])
             due = plain.pop_due(now, 10_000)
-            got = fair.pop_due(now, op[2])
-            assert len(got) == min(op[2], len(due))
+            if op[0] == "behind":
+                got = fair.pop_behind(now, op[2])
+                assert len(got) <= op[2]
+                assert len({e.tenant for e in got}) == len(got)
+            else:
+                got = fair.pop_due(now, op[2])
+                assert len(got) == min(op[2], len(due))
             due_jobs = {e.job_id: e for e in due}
             assert all(due_jobs.get(e.job_id) is e for e in got)
             for tenant in {e.tenant for e in got}:
@@ -146,3 +152,27 @@ def test_it_holds_and_hands_out_the_same_entries_as_the_due_heap(ops: list[tuple
         assert len(fair) == len(plain)
         head = fair.peek()
         assert (head.due_at if head else None) == (p.due_at if (p := plain.peek()) else None)
+
+
+def test_a_firing_due_after_the_window_was_taken_comes_out_ahead_of_its_rest() -> None:
+    """A window of the big tenant's entries is being claimed; the lone tenant's next firing
+    falls due meanwhile: pop_behind hands it out (once), not the big tenant's next one."""
+    heap = FairDueHeap()
+    heap.push_many(_entry(0, tenant=1) for _ in range(100))
+    first = _entry(0, tenant=2)
+    heap.push(first)
+    window = heap.pop_due(T0 + timedelta(seconds=10), 50)
+    assert first.job_id in {e.job_id for e in window[:2]}
+    assert heap.pop_behind(T0 + timedelta(seconds=10), 10) == []
+    later = _entry(10, tenant=2)
+    heap.push(later)
+    assert [e.job_id for e in heap.pop_behind(T0 + timedelta(seconds=10), 10)] == [later.job_id]
+    assert heap.pop_behind(T0 + timedelta(seconds=10), 10) == []
+    assert {e.tenant for e in heap.pop_due(T0 + timedelta(seconds=10), 10)} == {1}
+
+
+def test_nothing_is_behind_when_no_drain_is_on() -> None:
+    heap = FairDueHeap()
+    heap.push(_entry(0, tenant=1))
+    assert heap.pop_behind(T0, 10) == []
+    assert len(heap) == 1
