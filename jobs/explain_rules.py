@@ -37,6 +37,7 @@ class Verdict(StrEnum):
     MISSED_CATCH_UP = "missed_catch_up"
     SKIPPED_CONCURRENCY = "skipped_concurrency"
     DEFERRED_TENANT_LIMIT = "deferred_tenant_limit"
+    DEFERRED_TARGET_LIMIT = "deferred_target_limit"
     NEVER_DUE = "never_due"
     NOT_YET_DUE = "not_yet_due"
     INACTIVE = "inactive"
@@ -291,6 +292,17 @@ def _with_run(facts: Facts, run: RunFact, now: datetime, out: _Out) -> Explanati
             f"{_deferred_sentence(deferred)}",
             **evidence,
         )
+    waited = _target_waits(facts)
+    if waited:
+        # Published, then held back at its start by its target's rate limit (or answered
+        # 429/503): the wait was the target's, not the engine's (jobs/services/target_waits.py).
+        evidence.update(_reason_evidence(waited[-1]))
+        return out(
+            Verdict.DEFERRED_TARGET_LIMIT,
+            f"run {run.id} ({run.state}) waited for its target: "
+            + "; ".join(_target_sentence(reason) for reason in waited),
+            **evidence,
+        )
     if late is not None and late > facts.late_after:
         return out(
             Verdict.ENGINE_LATE,
@@ -331,6 +343,20 @@ def _deferred_sentence(reason: ReasonFact) -> str:
     return (
         f"held back {reason.count} times by the tenant's limit on queued runs, from "
         f"{reason.recorded_at.isoformat()} to {reason.updated_at.isoformat()}"
+    )
+
+
+def _target_waits(facts: Facts) -> list[ReasonFact]:
+    found = (_reason(facts, kind) for kind in ("deferred_target_limit", "throttled_by_target"))
+    return [reason for reason in found if reason is not None]
+
+
+def _target_sentence(reason: ReasonFact) -> str:
+    why = "answered 429/503" if reason.kind == "throttled_by_target" else "rate limit held it"
+    return (
+        f"{why} {reason.count} time{'' if reason.count == 1 else 's'}, from "
+        f"{reason.recorded_at.isoformat()} to "
+        f"{reason.updated_at.isoformat()} (last: {reason.detail})"
     )
 
 
