@@ -122,7 +122,7 @@ class ReadOnlyAdmin(TenantScopedAdmin):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ("name", "is_active", "max_queued_runs", "created_at")
+    list_display = ("name", "is_active", "max_queued_runs", "max_running_runs", "created_at")
     search_fields = ("name",)
     list_filter = ("is_active",)
 
@@ -304,6 +304,7 @@ class JobAdmin(JobDependenciesAdminMixin, TenantScopedAdmin):
                 "critical",
                 "queue",
                 "priority",
+                "max_running_runs",
             ),
         ),
         ("Dependencies", ("depends_on", "trigger_rule")),

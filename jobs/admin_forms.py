@@ -68,6 +68,7 @@ ERROR_FIELDS = {
     "rate_limit.group": "target_group",
     "rate_limit.rate_per_s": "target_rate",
     "rate_limit.burst": "target_burst",
+    "max_running_runs": "max_running_runs",
 }
 # RetryPolicy.validate names the offending value at the start of its message.
 RETRY_ERROR_FIELDS = {
@@ -187,6 +188,12 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
         label="own burst", required=False, help_text="The job's own bucket's size (default 1)."
     )
     critical = forms.BooleanField(required=False, initial=_DEFAULTS.critical)
+    max_running_runs = forms.IntegerField(
+        label="max running runs",
+        required=False,
+        help_text="Runs of this job running at once, across all workers; empty: no limit of its "
+        "own (its tenant's still applies). A run over it waits and starts when a slot frees.",
+    )
     depends_on = forms.CharField(
         label="depends on",
         required=False,
@@ -366,6 +373,7 @@ class JobAdminForm(forms.ModelForm):  # type: ignore[type-arg]
                     "catchup_policy",
                     "catchup_limit",
                     "critical",
+                    "max_running_runs",
                 )
             },
             **{

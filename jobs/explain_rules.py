@@ -340,8 +340,14 @@ def _missed_sentence(reason: ReasonFact) -> str:
 
 
 def _deferred_sentence(reason: ReasonFact) -> str:
+    # The same kind covers the queued-run cap (at the claim) and the running limits (at the
+    # start, jobs/services/running_limits.py), whose detail names the limit.
+    if reason.detail.startswith("running limit"):
+        limit = f"its running limit ({reason.detail.removeprefix('running limit: ')})"
+    else:
+        limit = "the tenant's limit on queued runs"
     return (
-        f"held back {reason.count} times by the tenant's limit on queued runs, from "
+        f"held back {reason.count} times by {limit}, from "
         f"{reason.recorded_at.isoformat()} to {reason.updated_at.isoformat()}"
     )
 

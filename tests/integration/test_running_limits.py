@@ -3,18 +3,23 @@ by the next end or by the reaper, oldest first, the job's limit, and the API's v
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connections as db_connections
+from django.test import Client
+from django.urls import reverse
 
 from beat_engine.fencing import epoch_take
 from beat_engine.timers import fire_timers
 from jobs.models import DecisionReason, Job, JobRun, Tenant
 from jobs.models_reasons import ReasonKind
 from jobs.services import target_waits
+from jobs.services.explain import explain_firing
 from jobs.services.runs import run_succeed
 from jobs.services.starts import StartOutcome, StartResult, run_start
 from jobs.states import RunState
@@ -68,6 +73,12 @@ def test_a_run_over_its_tenants_limit_waits_without_spending_an_attempt_and_star
     reason = DecisionReason.objects.get(job=job, first_at=third.scheduled_for)
     assert (reason.kind, reason.count) == ("deferred_tenant_limit", 1)
     assert reason.detail == "running limit: tenant had max_running_runs=2 running"
+    # "Why didn't it start?" names the limit.
+    why = explain_firing(job, third.scheduled_for, now=NOW)
+    assert why.verdict == "deferred_tenant_limit"
+    assert "held back 1 times by its running limit (tenant had max_running_runs=2 running)" in (
+        why.reason
+    )
     # Not due before a slot frees: the timers leave it.
     assert _timers(job) == []
 
@@ -241,3 +252,24 @@ def test_a_run_its_target_holds_back_hands_its_slot_on() -> None:
 
     assert held == target_waits.Held.WAITING
     assert JobRun.objects.get(id=second.id).due_at == NOW
+
+
+def test_the_status_overview_shows_each_limited_tenants_running_and_waiting_runs() -> None:
+    tenant = _limited(2)
+    job = job_factory(tenant)
+    runs = [_queued(job, s) for s in range(3)]
+    assert [_start(r).outcome for r in runs] == [StartOutcome.STARTED] * 2 + [StartOutcome.HELD]
+    user = User.objects.create(username="root", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(user)
+
+    body = client.get(reverse("status:overview")).content.decode()
+
+    panel = body[body.index('id="running-limits"') :]
+    panel = panel[: panel.index("</div>")]
+    row = re.sub(r"\s+", " ", panel[panel.index(f"<td>{tenant.name}</td>") :])
+    assert re.match(
+        rf'<td>{tenant.name}</td> <td class="num"><meter min="0" max="100" value="100"[^>]*>'
+        r'</meter> 2 / 2</td> <td class="num">1</td><td class="num">0</td>',
+        row,
+    ), row
