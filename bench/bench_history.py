@@ -262,7 +262,8 @@ def readers(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
     first = f"/v1/jobs/{job}/runs?limit=20"
     figures["runs_first"] = _quantiles(_requests(api, first, args.repeat))
     page = api(first).json()
-    for _ in range(200):
+    # Page 200 (4,000 runs deep), or the deepest full page of a smaller history.
+    for _ in range(min(200, int(args.runs * args.big_share) // 20 - 2)):
         page = api(page["next"]).json()
     figures["runs_deep"] = _quantiles(_requests(api, page["next"], args.repeat))
     admin = Client()
@@ -387,7 +388,8 @@ def _section(
     lines = [
         "## Run history",
         "",
-        f"`{command}` on {when}, this 2-core machine shared with other work; embedded "
+        f"`{command}` on {when}, this 2-core machine shared with other work (1-minute load "
+        f"average {data['load'][0]:.0f} at the start, {data['load'][1]:.0f} at the end); embedded "
         f"PostgreSQL of its own, requests through Django's test client in process (no HTTP "
         f"server). **{args.runs:,} runs** generated with COPY in {data['copy_s']:.0f} s "
         f"(secondary indexes built after it in {data['index_s']:.0f} s, `VACUUM ANALYZE` "
@@ -472,6 +474,7 @@ def main() -> int:
         from beat_engine.clock import SystemClock
 
         now = SystemClock().now()
+        load_at_start = os.getloadavg()[0]
         started = time.perf_counter()
         data = generate(args, now)
         print(
@@ -481,6 +484,7 @@ def main() -> int:
             f"{data['table_mb']:,} MB)",
             flush=True,
         )
+        data["load"] = (load_at_start, 0.0)
         figures = readers(args, data)
         for name in ("job_get", "runs_first", "runs_deep"):
             print(f"{name}: p50 {figures[name][0]:.1f} ms, p95 {figures[name][1]:.1f} ms")
@@ -501,6 +505,7 @@ def main() -> int:
         purged = purge(args)
         for table, (rows, seconds) in purged.items():
             print(f"purge {table}: {rows:,} rows in {seconds:.1f} s")
+        data["load"] = (load_at_start, os.getloadavg()[0])
         if args.write_docs:
             when = now.date().isoformat()
             replace_section("Run history", _section(args, data, figures, purged, when))
