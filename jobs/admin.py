@@ -601,5 +601,5 @@ class PartitionEpochAdmin(ReadOnlyAdmin):
 # Admin modules of their own, imported here to register them: the result backend's pages,
 # which carry no tenant and are narrowed to superusers, and notification webhooks.
 import jobs.admin_results  # noqa: E402
-import jobs.admin_target_limits  # noqa: E402, F401
+import jobs.admin_target_limits  # noqa: E402
 import jobs.admin_webhooks  # noqa: E402, F401

@@ -292,15 +292,15 @@ def _with_run(facts: Facts, run: RunFact, now: datetime, out: _Out) -> Explanati
             f"{_deferred_sentence(deferred)}",
             **evidence,
         )
-    waited = _target_waits(facts)
-    if waited:
+    target_waits = _target_waits(facts)
+    if target_waits:
         # Published, then held back at its start by its target's rate limit (or answered
         # 429/503): the wait was the target's, not the engine's (jobs/services/target_waits.py).
-        evidence.update(_reason_evidence(waited[-1]))
+        evidence.update(_reason_evidence(target_waits[-1]))
         return out(
             Verdict.DEFERRED_TARGET_LIMIT,
             f"run {run.id} ({run.state}) waited for its target: "
-            + "; ".join(_target_sentence(reason) for reason in waited),
+            + "; ".join(_target_sentence(reason) for reason in target_waits),
             **evidence,
         )
     if late is not None and late > facts.late_after:
