@@ -98,6 +98,7 @@ class Ownership:
             self.store.announce(self.node)
         lost.extend(handed)
         gained = self._acquire(sorted(plan.acquire))
+        self._pass_on_strays(desired)
         self.waiting_for = frozenset(plan.acquire) - frozenset(gained)
         self.next_due_mono = sent + cfg.lease_renew_s
         if self.waiting_for:
@@ -136,6 +137,19 @@ class Ownership:
         if not left:
             return float("inf")
         return sent + max(0.0, min(left)) + self.config.peer_lapse_margin_s
+
+    def _pass_on_strays(self, desired: frozenset[int]) -> None:
+        """Let go of keys handed to us that our target does not include: the node that
+        handed them over saw other live nodes than we do (two nodes joining at once), and
+        the node our view assigns them to takes them at its next try, not after the TTL."""
+        others = sorted(set(range(self.config.partitions)) - desired - set(self.leases))
+        stray = self.store.release(others, self.node)
+        if stray:
+            logger.info(
+                "beat.lease.released",
+                extra={"node": self.node, "partitions": stray, "reason": "not_ours"},
+            )
+            self.store.announce(self.node)
 
     def take_waiting(self) -> list[int]:
         """Take those of the awaited partitions their owners have released since; no heartbeat

@@ -169,7 +169,7 @@ def run(rate: int, executed_rate: int, steady_s: float, settle_s: float) -> dict
     phases: dict[str, list[tuple[float, float]]] = {"leave": [], "join": [], "workers": []}
     worker_exits: list[int | None] = []
     try:
-        _wait(lambda: _owners(client) == expected, 60, "a fair split")
+        _wait(lambda: _owners(client) == expected, 180, "a fair split")
         while datetime.now(UTC) < anchor:
             time.sleep(0.05)
         mono0, wall0 = time.monotonic(), datetime.now(UTC)
@@ -183,7 +183,7 @@ def run(rate: int, executed_rate: int, steady_s: float, settle_s: float) -> dict
             spawned = time.monotonic()
             phases["leave"].append((began, spawned))
             procs[node] = _start(node, log)
-            _wait(lambda: _owners(client) == expected, 60, f"{node}'s partitions back")
+            _wait(lambda: _owners(client) == expected, 180, f"{node}'s partitions back")
             back = time.monotonic()
             restarts.append(back - began)
             time.sleep(settle_s)

@@ -23,6 +23,7 @@ from beat_engine.horizon import HORIZON_SQL
 from beat_engine.lease_keys import lease_key
 from beat_engine.notifications import ChangeFeed
 from beat_engine.partitions import assign_partitions
+from beat_engine.redis_leases import RedisLeaseStore
 from jobs.models import Job, PartitionEpoch
 from jobs.services.jobs import job_pause
 from tests.support.beat_nodes import make_engine
@@ -174,5 +175,36 @@ def test_a_joining_node_loads_its_share_before_asking_and_reads_only_the_differe
     assert all(j.id in b.heap for j in active)
     assert len(b.heap) == len(active)
     assert mine[0].id not in b.heap
+    a.shutdown()
+    b.shutdown()
+
+
+def test_a_key_handed_to_a_node_whose_target_lacks_it_is_passed_on(
+    redis_client: redis.Redis,
+) -> None:
+    """Two nodes that saw different live nodes: node-a's partition handed to node-b, whose
+    target does not include it. node-b lets it go at its next rebalance, and node-a takes it
+    back, instead of the key lasting a TTL with nobody serving it."""
+    clock = FakeClock(T0)
+    a = _engine(clock, "node-a")
+    a.tick()
+    b = _engine(clock, "node-b")
+    b.tick()
+    _hear(a)
+    a.tick()
+    _hear(b)
+    b.tick()
+    partition = min(a.leases)
+    moved = RedisLeaseStore(redis_client).transfer({partition: "node-b"}, "node-a", 60_000)
+    assert moved == [partition]
+
+    b.ownership.rebalance_soon()
+    b.tick()
+    assert partition not in b.leases
+    assert _owners(redis_client, a.config.partitions)[partition] is None
+    a.ownership.rebalance_soon()
+    a.tick()  # its renewal finds the key gone from it; it takes the partition again
+    assert partition in a.leases
+    assert _owners(redis_client, a.config.partitions)[partition] == "node-a"
     a.shutdown()
     b.shutdown()
