@@ -15,6 +15,9 @@ Starts its own embedded PostgreSQL and Redis in .local/failover-bench.
   figures are the partition leases lost (goal 0), the epochs taken during the spike (0: no
   partition changed owner) and the longest gap between two renewals (must stay below the TTL).
 
+``--save FILE`` keeps a run's results; ``--docs-from FILE`` reports them without running (to
+add ``--compare-results`` once that run is done).
+
 ``--compare-results`` adds the failover scenario of a saved `bench.compare` run (its
 ``results-<profile>.pickle``, e.g. run with ``BENCH_FAILOVER_LEASE_S=3 python -m bench.compare
 --only ours-2 redbeat --scenarios failover --docs DIR``): that tool rewrites its whole section,
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import signal
 import statistics
@@ -298,6 +302,35 @@ def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
+_SAVED_ARGS = ("ttl", "renew", "rate", "spike", "no_keeper")
+
+
+def measure(args: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The kill runs and the spike; saved to ``args.save`` when given (see --docs-from)."""
+    kills: list[dict[str, Any]] = []
+    spiked: dict[str, Any] | None = None
+    services = _setup(SERVICES_DIR)
+    log_dir = SERVICES_DIR / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        for i in range(args.repetitions):
+            kills.append(kill_once(args.rate, args.ttl, args.renew, log_dir, i))
+            print(f"kill {i + 1}: {kills[-1]}", flush=True)
+        if args.spike:
+            spiked = spike(args.spike, args.ttl, args.renew, keeper=not args.no_keeper)
+            print(f"spike: {spiked}", flush=True)
+    finally:
+        services.stop()
+    if args.save is not None:
+        saved = {
+            "kills": kills,
+            "spike": spiked,
+            "args": {k: getattr(args, k) for k in _SAVED_ARGS},
+        }
+        args.save.write_text(json.dumps(saved, indent=1))
+    return kills, spiked
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ttl", type=float, default=3.0)
@@ -310,22 +343,29 @@ def main() -> int:
         help="spike without the lease keeper thread (renewal in the tick only), for comparison",
     )  # fmt: skip
     parser.add_argument("--compare-results", type=Path, default=None)
+    parser.add_argument(
+        "--save", type=Path, default=None,
+        help="write this run's kill and spike results to this JSON file",
+    )  # fmt: skip
+    parser.add_argument(
+        "--docs-from", type=Path, default=None,
+        help="report the results saved by --save instead of running (e.g. once the "
+        "side-by-side run for --compare-results is done)",
+    )  # fmt: skip
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
-    services = _setup(SERVICES_DIR)
-    log_dir = SERVICES_DIR / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
     kills: list[dict[str, Any]] = []
     spiked: dict[str, Any] | None = None
-    try:
-        for i in range(args.repetitions):
-            kills.append(kill_once(args.rate, args.ttl, args.renew, log_dir, i))
-            print(f"kill {i + 1}: {kills[-1]}", flush=True)
-        if args.spike:
-            spiked = spike(args.spike, args.ttl, args.renew, keeper=not args.no_keeper)
-            print(f"spike: {spiked}", flush=True)
-    finally:
-        services.stop()
+    command = list(sys.argv)
+    if args.docs_from is not None:
+        saved = json.loads(args.docs_from.read_text())
+        kills, spiked = saved["kills"], saved["spike"]
+        command = [*saved["argv"], "then", *sys.argv]
+        # The figures' labels come from the saved run's arguments.
+        for name in _SAVED_ARGS:
+            setattr(args, name, saved["args"][name])
+    else:
+        kills, spiked = measure(args)
     figures: dict[str, str] = {}
     resumes = [k["resume_s"] for k in kills if k["resume_s"] is not None]
     if kills:
@@ -359,7 +399,7 @@ def main() -> int:
             f"## {TITLE}\n\n"
             f"Measured {datetime.now(UTC):%Y-%m-%d} on this 2-core machine (shared with other "
             f"work), lease TTL {args.ttl:g} s, renewal every {args.renew:g} s.\n"
-            f"Command: `python {' '.join(sys.argv)}`\n\n"
+            f"Command: `python {' '.join(command)}`\n\n"
             f"| figure | value |\n| --- | --- |\n{rows}\n"
         )
         replace_section(TITLE, body)

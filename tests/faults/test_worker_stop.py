@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from tests.support.workers import CeleryWorker, publish_run, wait_for_state, wor
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 QUEUE = "test-stop"
+# The second worker's own queue, so it can start with the first without taking its runs.
+COLD_QUEUE = "test-stop-cold"
 SOFT_TIMEOUT_S = 2
 ENV = {
     "CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT": str(SOFT_TIMEOUT_S),
@@ -41,14 +44,14 @@ def _now() -> datetime:
     return SystemClock().now()
 
 
-def _started(worker: CeleryWorker, target: str, **payload: Any) -> JobRun:
+def _started(queue: str, target: str, **payload: Any) -> JobRun:
     tenant = tenant_factory(now=_now())
     # Hourly, so the engine driven below has no firing of its own to claim.
     job: Job = job_factory(
         tenant,
         now=_now(),
         interval=timedelta(hours=1),
-        queue=QUEUE,
+        queue=queue,
         target_name=target,
         payload=payload,
         max_attempts=3,
@@ -57,7 +60,7 @@ def _started(worker: CeleryWorker, target: str, **payload: Any) -> JobRun:
     run = run_factory(
         job, scheduled_for=now, state=RunState.QUEUED, attempt=1, queued_at=now, due_at=None
     )
-    publish_run(run.id, 1, QUEUE)
+    publish_run(run.id, 1, queue)
     return run
 
 
@@ -104,13 +107,16 @@ def test_a_stopping_worker_finishes_what_it_can_and_hands_back_the_rest(tmp_path
     env = {**worker_env(allowlist=[]), **ENV}
     warm = CeleryWorker([QUEUE], env, tmp_path / "warm.log", concurrency=2)
     cold = CeleryWorker(
-        [QUEUE], {**env, "REMAP_SIGTERM": "SIGQUIT"}, tmp_path / "cold.log", concurrency=2
+        [COLD_QUEUE], {**env, "REMAP_SIGTERM": "SIGQUIT"}, tmp_path / "cold.log", concurrency=1
     )
     try:
-        # Warm shutdown: one attempt finishes within the soft timeout, one cannot.
+        starting = threading.Thread(target=cold.start)
+        starting.start()
         warm.start()
-        long = _started(warm, "tests.stop.long_first_attempt")
-        short = _started(warm, "tests.stop.until_released", release=str(release))
+        starting.join()
+        # Warm shutdown: one attempt finishes within the soft timeout, one cannot.
+        long = _started(QUEUE, "tests.stop.long_first_attempt")
+        short = _started(QUEUE, "tests.stop.until_released", release=str(release))
         wait_for_state(long, RunState.RUNNING, worker=warm)
         wait_for_state(short, RunState.RUNNING, worker=warm)
         assert warm.process is not None
@@ -120,12 +126,12 @@ def test_a_stopping_worker_finishes_what_it_can_and_hands_back_the_rest(tmp_path
         assert warm.process.wait(timeout=30) == 0, warm.log_tail()
         _assert_handed_back(long, warm)
 
-        # The next attempt of the handed-back run, on another worker; then a cold shutdown of
-        # that worker cuts a third run short.
-        cold.start()
+        # The next attempt of the handed-back run, on the other worker (its job moved to that
+        # worker's queue); then a cold shutdown of that worker cuts a third run short.
+        Job.objects.filter(id=long.job_id).update(queue=COLD_QUEUE)
         _timers_queue(long)
         wait_for_state(long, RunState.SUCCEEDED, worker=cold)
-        third = _started(cold, "tests.stop.long_first_attempt")
+        third = _started(COLD_QUEUE, "tests.stop.long_first_attempt")
         wait_for_state(third, RunState.RUNNING, worker=cold)
         _stopped(cold)
         _assert_handed_back(third, cold)
