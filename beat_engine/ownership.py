@@ -98,7 +98,7 @@ class Ownership:
             self.store.announce(self.node)
         lost.extend(handed)
         gained = self._acquire(sorted(plan.acquire))
-        self._pass_on_strays(desired)
+        self._pass_on(desired, live)
         self.waiting_for = frozenset(plan.acquire) - frozenset(gained)
         self.next_due_mono = sent + cfg.lease_renew_s
         if self.waiting_for:
@@ -138,17 +138,30 @@ class Ownership:
             return float("inf")
         return sent + max(0.0, min(left)) + self.config.peer_lapse_margin_s
 
-    def _pass_on_strays(self, desired: frozenset[int]) -> None:
-        """Let go of keys handed to us that our target does not include: the node that
-        handed them over saw other live nodes than we do (two nodes joining at once), and
-        the node our view assigns them to takes them at its next try, not after the TTL."""
-        others = sorted(set(range(self.config.partitions)) - desired - set(self.leases))
-        stray = self.store.release(others, self.node)
-        if stray:
+    def _pass_on(self, keep: frozenset[int], live: list[str]) -> None:
+        """Hand on the keys that name us but that we neither hold nor will take: handed to
+        us by a node that saw other live nodes than we do (two nodes joining at once), or
+        not yet taken when we stop. Each goes to the node ``live`` assigns it, the key never
+        absent; there is no epoch of ours to supersede (the hand-over that named us
+        superseded its sender's), and the next owner takes one of its own."""
+        cfg = self.config
+        others = set(range(cfg.partitions)) - keep - set(self.leases)
+        targets = {
+            p: node
+            for node, share in assign_partitions(cfg.partitions, live).items()
+            if node != self.node
+            for p in share
+            if p in others
+        }
+        moved = self.store.transfer(targets, self.node, cfg.lease_ttl_ms)
+        if moved:
             logger.info(
                 "beat.lease.released",
-                extra={"node": self.node, "partitions": stray, "reason": "not_ours"},
-            )
+                extra={
+                    "node": self.node, "partitions": moved, "reason": "not_ours",
+                    "handed_to": {str(p): targets[p] for p in moved},
+                },
+            )  # fmt: skip
             self.store.announce(self.node)
 
     def take_waiting(self) -> list[int]:
@@ -321,6 +334,7 @@ class Ownership:
             # Handed straight to the nodes that take them once we are gone, which they do
             # when they hear us leave.
             self.hand_over(gone, others, reason="shutdown")
+            self._pass_on(frozenset(), others)
             self.store.leave(self.node)
         except redis.RedisError:
             logger.warning("beat.lease.release_failed", extra={"node": self.node}, exc_info=True)

@@ -183,8 +183,9 @@ def test_a_key_handed_to_a_node_whose_target_lacks_it_is_passed_on(
     redis_client: redis.Redis,
 ) -> None:
     """Two nodes that saw different live nodes: node-a's partition handed to node-b, whose
-    target does not include it. node-b lets it go at its next rebalance, and node-a takes it
-    back, instead of the key lasting a TTL with nobody serving it."""
+    target does not include it. node-b hands it on at its next rebalance, and node-a takes it
+    back, instead of the key lasting a TTL with nobody serving it; a key handed to a node
+    that stops before taking it is handed on too."""
     clock = FakeClock(T0)
     a = _engine(clock, "node-a")
     a.tick()
@@ -201,10 +202,14 @@ def test_a_key_handed_to_a_node_whose_target_lacks_it_is_passed_on(
     b.ownership.rebalance_soon()
     b.tick()
     assert partition not in b.leases
-    assert _owners(redis_client, a.config.partitions)[partition] is None
-    a.ownership.rebalance_soon()
-    a.tick()  # its renewal finds the key gone from it; it takes the partition again
-    assert partition in a.leases
     assert _owners(redis_client, a.config.partitions)[partition] == "node-a"
-    a.shutdown()
+    a.ownership.rebalance_soon()
+    a.tick()  # its renewal extends the key, handed back to it
+    assert partition in a.leases
+
+    # Handed to node-b again, which stops before it takes it: passed back on its way out.
+    RedisLeaseStore(redis_client).transfer({partition: "node-b"}, "node-a", 60_000)
     b.shutdown()
+    owners = _owners(redis_client, a.config.partitions)
+    assert owners == dict.fromkeys(range(a.config.partitions), "node-a")
+    a.shutdown()
