@@ -274,3 +274,20 @@ def test_the_status_overview_shows_each_limited_tenants_running_and_waiting_runs
         r'</meter> 2 / 2</td> <td class="num">1</td><td class="num">0</td>',
         row,
     ), row
+
+
+def test_the_schema_describes_the_job_limit_as_a_nullable_integer() -> None:
+    client = api_client_for("limits-schema")
+    schemas: dict[str, Any] = client.get("/v1/openapi.json").json()["components"]["schemas"]
+    described = {
+        name: schema["properties"]["max_running_runs"]
+        for name, schema in schemas.items()
+        if "max_running_runs" in schema.get("properties", {})
+    }
+
+    # The request bodies (create, bulk item, patch) and the job as returned.
+    assert len(described) >= 4, sorted(described)
+    for name, field in described.items():
+        assert field["type"] == "integer", name
+        assert field.get("nullable") is True, (name, field)
+        assert "running at once" in field["description"], name
