@@ -89,7 +89,7 @@ def figures(runs: list[dict[str, Any]]) -> dict[str, str]:
         name = f"bound {r['bound']:,}" if r["bound"] else "no bound"
         out[f"{name}: firings claimed within (s after due)"] = f"{r['claimed_within_s']:.1f}"
         out[f"{name}: broker depth max (messages)"] = f"{r['depth_max']:,}"
-        out[f"{name}: runs pushed / held queued in PostgreSQL"] = (
+        out[f"{name}: runs marked published / queued and unpublished in PostgreSQL"] = (
             f"{r['published']:,} / {r['firings'] - r['published']:,}"
         )
         out[f"{name}: Redis used_memory before / max (MiB)"] = (

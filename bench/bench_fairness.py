@@ -223,11 +223,18 @@ def write_docs(runs: list[tuple[dict[str, Any], str]]) -> None:
     )
     for r, command in runs:
         rows = "\n".join(f"| {k} | {v} |" for k, v in figures(r).items())
-        later = "\n".join(f"| {t:.0f} | {_fmt(p)} | {_fmt(s)} |" for t, p, s in r["b_runs"])
+        b_runs = r["b_runs"]
+        # The first minute, then one a minute, and the last.
+        later = "\n".join(
+            f"| {t:.0f} | {_fmt(p)} | {_fmt(s)} |"
+            for i, (t, p, s) in enumerate(b_runs)
+            if t < 60 or round(t) % 60 == 0 or i == len(b_runs) - 1
+        )
         body += (
             f"Measured {r['measured_at']} UTC. Command: `{command}`\n\n"
             f"| figure | value |\n| --- | --- |\n{rows}\n\n"
-            "B's firings (s after the instant, publish and start lateness in s):\n\n"
+            "B's firings (s after the instant, publish and start lateness in s; the first "
+            "minute, then one a minute):\n\n"
             f"| due at | published | started |\n| ---: | ---: | ---: |\n{later}\n\n"
         )
     replace_section(TITLE, body)
