@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from beat_engine.clock import SystemClock
+from beat_engine.db_clock import read_database_clock
 from jobs.admin_dag import JobDependenciesAdminMixin
 from jobs.admin_forms import JobAdminForm
 from jobs.admin_paginator import EstimatedCountPaginator
@@ -35,6 +36,7 @@ from jobs.models import (
 )
 from jobs.schedule_preview import describe_cron, next_firings
 from jobs.services import jobs as job_services
+from jobs.services import running_limits
 from jobs.services.dead_letters import dead_letter_replay
 from jobs.services.tenants import api_key_create
 
@@ -135,6 +137,16 @@ class TenantAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     # Another tenant is outside the queryset: 404, as for every tenant-scoped object.
     _get_obj_does_not_exist_redirect = TenantScopedAdmin._get_obj_does_not_exist_redirect
+
+    def save_model(self, request: HttpRequest, obj: Tenant, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if change and "max_running_runs" in form.changed_data:
+            # Raised or removed: the runs it parked that now fit start at once
+            # (docs/limits.md, "Running concurrency").
+            running_limits.release_free_slots(
+                running_limits.Hold.TENANT, obj.pk, obj.max_running_runs,
+                now=read_database_clock(),
+            )  # fmt: skip
 
     # A tenant's limits are the operator's to set: its own staff may read them, never change
     # them, whatever model permissions the account was given.

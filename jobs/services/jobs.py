@@ -29,7 +29,7 @@ from jobs.models import (
 )
 from jobs.models_reasons import JobEventKind
 from jobs.notify import notify_job_changed, notify_timers_due
-from jobs.services import dag_handoff, dependencies
+from jobs.services import dag_handoff, dependencies, running_limits
 from jobs.services.dedup import dedup_key_for
 from jobs.services.job_events import job_event_record, job_schedule_fields
 from jobs.services.runs import runs_cancel_of_job
@@ -372,6 +372,7 @@ def job_update(
     kind, spec = _spec_from_input(data, now=now, check_run_at=data.run_at != job.run_at)
     _validate_input(data)
     previous = job_schedule_fields(job)
+    previous_limit = job.max_running_runs
     _apply_input(job, data, kind, spec)
     if schedule_changed:
         job.next_fire_at = _first_fire(kind, spec, now=now) if spec is not None else None
@@ -381,6 +382,11 @@ def job_update(
         # A root's new schedule must still be the one of every other root of its descendants.
         dependencies.check_roots_agree([job.id], field="schedule", descendants=True)
     job_event_record(job, JobEventKind.UPDATED, detail=previous)
+    if job.max_running_runs != previous_limit:
+        # Raised or removed: the runs it parked that now fit start without waiting for an end.
+        running_limits.release_free_slots(
+            running_limits.Hold.JOB, job.id, job.max_running_runs, now=now
+        )
     return job
 
 

@@ -14,6 +14,8 @@ API (used by jobs/services/starts.py, jobs/services/runs.py and beat_engine/time
 * ``hold_for(cursor, ...)`` — which limit holds the run back (None: it may start), counted
   under that lock; ``park(...)`` — the run waits in ``retry_wait`` with ``held_by`` set, no
   attempt spent, its decision recorded (``DecisionReason``, "why didn't it fire?").
+* ``release_free_slots(hold, owner, limit, now=)`` — a limit raised or removed: the parked
+  runs that now fit are released at once.
 * ``release_one_cte(source)`` / ``release_after(cursor, run_ids, now=)`` — when runs leave
   ``running`` (an outcome, the reaper), the same statement or transaction makes the oldest
   parked run of their tenant and of their job due now, and wakes the engine's timers, so it
@@ -31,10 +33,11 @@ import enum
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
 from jobs import metrics
@@ -253,15 +256,18 @@ def park(
 
 # The oldest parked runs of one tenant (or job) older than a firing and not released yet,
 # made due now. SKIP LOCKED: a release never waits, and two releases at once pick different
-# runs. A released run keeps held_by until it starts, so it holds its slot on its way
+# runs. The ids as one array (an InitPlan, run once): as `id IN (SELECT ... LIMIT n)` the
+# planner may rescan the subquery per row, and a rescan skips the rows this statement has
+# just updated and takes the next ones, releasing far more than n. A released run keeps held_by until it starts, so it holds its slot on its way
 # (_COUNT_SQL) and a newcomer waits behind it.
 _RELEASE_SQL = {
     hold: f"""
 UPDATE jobs_jobrun SET due_at = %(now)s
- WHERE id IN (SELECT id FROM jobs_jobrun
-               WHERE {column} = %(owner)s AND state = '{_WAITING}' AND held_by = '{hold.value}'
-                 AND due_at > %(now)s AND (scheduled_for, id) < (%(before)s, %(before_id)s)
-               ORDER BY scheduled_for, id LIMIT %(n)s FOR UPDATE SKIP LOCKED)
+ WHERE id = ANY(ARRAY(
+       SELECT id FROM jobs_jobrun
+        WHERE {column} = %(owner)s AND state = '{_WAITING}' AND held_by = '{hold.value}'
+          AND due_at > %(now)s AND (scheduled_for, id) < (%(before)s, %(before_id)s)
+        ORDER BY scheduled_for, id LIMIT %(n)s FOR UPDATE SKIP LOCKED))
    AND state = '{_WAITING}'
 RETURNING partition
 """
@@ -344,3 +350,35 @@ def release_after(cursor: CursorWrapper, run_ids: Sequence[uuid.UUID], *, now: d
         partitions.extend(row[0] for row in cursor.fetchall())
     notify_timers_due(partitions)
     return len(partitions)
+
+
+# The slots of one tenant (or job) taken now: running, and released on their way.
+_TAKEN_SQL = {
+    hold: f"""
+SELECT (SELECT count(*) FROM jobs_jobrun WHERE {column} = %(owner)s AND state = '{_RUNNING}')
+     + (SELECT count(*) FROM jobs_jobrun
+         WHERE {column} = %(owner)s AND held_by = '{hold.value}'
+           AND state IN ('{_QUEUED}', '{_WAITING}')
+           AND (state = '{_QUEUED}' OR due_at <= %(now)s))
+"""
+    for hold, column in ((Hold.TENANT, "tenant_id"), (Hold.JOB, "job_id"))
+}
+# Released at once when a limit is removed: as many as the workers can take in a while; the
+# rest follow through the releases of their ends and the backstop.
+_RELEASED_WITHOUT_LIMIT = 10_000
+_LAST = (datetime.max.replace(tzinfo=UTC), uuid.UUID(int=(1 << 128) - 1))
+
+
+def release_free_slots(hold: Hold, owner: Any, limit: int | None, *, now: datetime) -> int:
+    """A limit was raised or removed: release as many parked runs as there are free slots now,
+    oldest first, rather than leave them to the next end or the backstop. In the caller's
+    transaction (the job's update holds its row; the tenant's change its own)."""
+    with connection.cursor() as cursor:
+        if limit is None:
+            free = _RELEASED_WITHOUT_LIMIT
+        else:
+            cursor.execute(_TAKEN_SQL[hold], {"owner": owner, "now": now})
+            free = limit - int(cursor.fetchone()[0])
+        if free <= 0:
+            return 0
+        return _release(cursor, hold, owner, free, older_than=_LAST, now=now)

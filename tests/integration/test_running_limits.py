@@ -3,6 +3,7 @@ by the next end or by the reaper, oldest first, the job's limit, and the API's v
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from datetime import timedelta
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.db import connections as db_connections
 from django.test import Client
 from django.urls import reverse
@@ -20,6 +22,7 @@ from jobs.models import DecisionReason, Job, JobRun, Tenant
 from jobs.models_reasons import ReasonKind
 from jobs.services import target_waits
 from jobs.services.explain import explain_firing
+from jobs.services.jobs import job_input_from, job_update
 from jobs.services.runs import run_succeed
 from jobs.services.starts import StartOutcome, StartResult, run_start
 from jobs.states import RunState
@@ -42,6 +45,12 @@ def _queued(job: Job, offset_s: int, attempt: int = 1) -> JobRun:
         job, scheduled_for=T0 + timedelta(seconds=offset_s), state=RunState.QUEUED,
         attempt=attempt, queued_at=NOW, due_at=None,
     )  # fmt: skip
+
+
+def _db_now() -> Any:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        return cursor.fetchone()[0]
 
 
 def _start(run: JobRun, attempt: int = 1) -> StartResult:
@@ -291,3 +300,42 @@ def test_the_schema_describes_the_job_limit_as_a_nullable_integer() -> None:
         assert field["type"] == "integer", name
         assert field.get("nullable") is True, (name, field)
         assert "running at once" in field["description"], name
+
+
+def test_raising_a_jobs_limit_releases_the_runs_that_now_fit() -> None:
+    job = job_factory(max_running_runs=1)
+    running, older, newer = _queued(job, 0), _queued(job, 1), _queued(job, 2)
+    assert _start(running).outcome == StartOutcome.STARTED
+    assert _start(older).outcome == _start(newer).outcome == StartOutcome.HELD
+    job.refresh_from_db()
+
+    job_update(
+        job_id=job.id, data=dataclasses.replace(job_input_from(job), max_running_runs=2),
+        expected_version=job.version, now=NOW,
+    )  # fmt: skip
+
+    assert JobRun.objects.get(id=older.id).due_at == NOW
+    assert JobRun.objects.get(id=newer.id).due_at > NOW
+
+
+def test_an_operator_raising_a_tenants_limit_in_the_admin_releases_the_runs_that_now_fit() -> None:
+    tenant = _limited(1)
+    job = job_factory(tenant)
+    running, older, newer = _queued(job, 0), _queued(job, 1), _queued(job, 2)
+    assert _start(running).outcome == StartOutcome.STARTED
+    assert _start(older).outcome == _start(newer).outcome == StartOutcome.HELD
+    client = Client()
+    client.force_login(User.objects.create(username="op", is_staff=True, is_superuser=True))
+
+    response = client.post(
+        reverse("admin:jobs_tenant_change", args=[tenant.pk]),
+        {
+            "name": tenant.name, "is_active": "on", "created_at_0": "2026-01-01",
+            "created_at_1": "00:00:00", "max_queued_runs": "100000", "max_running_runs": "",
+        },
+    )  # fmt: skip
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Tenant.objects.get(id=tenant.id).max_running_runs is None
+    # No limit any more: both waiting runs are released.
+    assert [JobRun.objects.get(id=r.id).due_at <= _db_now() for r in (older, newer)] == [True] * 2
