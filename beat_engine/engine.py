@@ -678,6 +678,10 @@ class BeatEngine:
         partitions = sorted(epochs if only is None else set(only) & epochs.keys())
         if unpublished_after is None:
             unpublished_after = timedelta(seconds=self.config.publish_sweep_after_s)
+        if only is None and self._outbox.released_unmarked:
+            # Runs released from the hold since the last marks were queued long ago: marked
+            # first, or this sweep would take them for lost and send them again.
+            self._outbox.flush()
         oldest_held = self._outbox.held.oldest_since()
         if only is None and oldest_held is not None:
             # Runs held back at a queue's bound are unpublished but not lost: the periodic

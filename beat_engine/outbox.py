@@ -42,6 +42,9 @@ class Outbox:
         # Backpressure (beat_engine/backpressure.py): runs held back while their queue is at
         # its bound, touched on the engine's thread only (send, send_on and release run there).
         self._room = QueueRoom(queue_bound)
+        # Runs that had been held were pushed and are not marked yet: queued long ago, they
+        # would look lost to the sweep's unpublished branch, which flushes the marks first.
+        self.released_unmarked = False
         self.held: HeldRuns[QueuedRun] = HeldRuns(low_priority_share)
         self._clock = clock
         self._node_id = node_id
@@ -121,6 +124,7 @@ class Outbox:
         if self._unmarked:
             mark_published(self._unmarked)
             self._unmarked = []
+        self.released_unmarked = False
 
     def sample_queue_depth(self) -> None:
         try:
@@ -152,6 +156,7 @@ class Outbox:
                 held = self.held.hold(group, since=since)
                 metrics.count_held_back(queue, held)
                 group = self.held.release(queue, self._room.room(queue))
+                self.released_unmarked = self.released_unmarked or bool(group)
             self._room.pushed(queue, len(group))
             admitted.extend(group)
         if self.held:
@@ -173,6 +178,7 @@ class Outbox:
         for queue in queues:
             self._room.observed(queue, depths[queue])
             out = self.held.release(queue, self._room.room(queue))
+            self.released_unmarked = self.released_unmarked or bool(out)
             self._room.pushed(queue, len(out))
             released.extend(out)
         metrics.set_held(self.held, queues)

@@ -139,3 +139,30 @@ def test_held_runs_are_not_lost_to_the_sweep_nor_sent_twice_across_a_takeover(
     successor.shutdown()
     assert sent == Counter(dict.fromkeys(everything, 1))
     assert len(sent) == CROWD + 1
+
+
+def test_runs_released_from_the_hold_are_marked_before_the_sweep_looks(
+    redis_client: redis.Redis,
+) -> None:
+    """Held past the unpublished sweep's cutoff, then released in the tick whose sweep runs:
+    pushed and not yet marked, they must not look lost to that sweep."""
+    tenant = tenant_factory()
+    jobs = [job_factory(tenant, interval=timedelta(hours=1)) for _ in range(8)]
+    Job.objects.filter(id__in=[j.id for j in jobs]).update(next_fire_at=T0 + timedelta(seconds=1))
+    clock = FakeClock(T0)
+    engine = make_engine(clock, claim_batch=BATCH, max_claim_s=60.0, broker_queue_bound=5)
+    engine.tick()
+    clock.advance(timedelta(seconds=2))
+    engine.tick()
+    assert len(engine._outbox.held) == 3
+    clock.advance(timedelta(seconds=40))
+    sent: Counter[str] = Counter(_take(redis_client, 100))
+    engine.tick()
+    for _ in range(3):
+        sent.update(_take(redis_client, 100))
+        clock.advance(timedelta(seconds=3))
+        engine.tick()
+    sent.update(_take(redis_client, 100))
+    engine.shutdown()
+    assert sent == Counter({str(run.id): 1 for run in JobRun.objects.all()})
+    assert len(sent) == 8
