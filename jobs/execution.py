@@ -305,6 +305,7 @@ def _record(run: StartedRun, result: TargetResult, now: datetime) -> ExecutionOu
     if disposition == Disposition.SUCCEED:
         accepted = runs.run_succeed(
             run_id=run.id,
+            release_slot=run.limited,
             attempt=run.attempt,
             now=now,
             result=result.result,
@@ -323,12 +324,14 @@ def _record(run: StartedRun, result: TargetResult, now: datetime) -> ExecutionOu
         )
     elif disposition == Disposition.CANCEL:
         accepted = runs.run_cancelled(
-            run_id=run.id, attempt=run.attempt, now=now, error=result.error
-        )
+            run_id=run.id, attempt=run.attempt, now=now, error=result.error,
+            release_slot=run.limited,
+        )  # fmt: skip
         final = ExecutionOutcome.CANCELLED
     elif disposition == Disposition.FAIL:
         accepted = runs.run_fail(
             run_id=run.id,
+            release_slot=run.limited,
             attempt=run.attempt,
             now=now,
             error=result.error,
@@ -347,6 +350,7 @@ def _record(run: StartedRun, result: TargetResult, now: datetime) -> ExecutionOu
         )
         accepted = runs.run_retry(
             run_id=run.id,
+            release_slot=run.limited,
             attempt=run.attempt,
             now=now,
             due_at=due_at,
@@ -358,6 +362,7 @@ def _record(run: StartedRun, result: TargetResult, now: datetime) -> ExecutionOu
     else:
         accepted = runs.run_dead_letter(
             run_id=run.id,
+            release_slot=run.limited,
             attempt=run.attempt,
             now=now,
             error=result.error,

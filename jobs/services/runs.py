@@ -265,6 +265,7 @@ def _finish(
     error: str,
     now: datetime,
     record_key: bool = False,
+    release_slot: bool = True,
     **fields: Any,
 ) -> _Finished | None:
     """How the run ended when the outcome was accepted, None when refused."""
@@ -280,9 +281,13 @@ def _finish(
         # of the job's children say which engine nodes to wake (jobs/services/dag_handoff.py).
         child_partitions=dag_handoff.CHILD_PARTITIONS_SQL.format(job_id="finished.job_id"),
         # The slot the run held frees with this statement: the oldest run its tenant's or its
-        # job's running limit parked is made due now (jobs/services/running_limits.py).
-        released=running_limits.release_one_cte("finished"),
-        released_partitions=running_limits.RELEASED_PARTITIONS_SQL,
+        # job's running limit parked is made due now (jobs/services/running_limits.py). Left
+        # out for a run that started without a limit: planning the release doubled this
+        # statement's planning time (docs/limits.md, "Cost").
+        released=running_limits.release_one_cte("finished") if release_slot else "",
+        released_partitions=(
+            running_limits.RELEASED_PARTITIONS_SQL if release_slot else "'{}'::int[]"
+        ),
     )
     params = {
         **values,
@@ -325,6 +330,7 @@ def run_succeed(
     run_id: uuid.UUID,
     attempt: int,
     now: datetime,
+    release_slot: bool = True,
     result: Any = None,
     record_key: bool = True,
     outcome: str = AttemptOutcome.SUCCEEDED,
@@ -342,6 +348,7 @@ def run_succeed(
             outcome=outcome,
             error="",
             now=now,
+            release_slot=release_slot,
             record_key=record_key,
             finished_at=now,
             result=result,
@@ -358,6 +365,7 @@ def run_retry(
     due_at: datetime,
     error: str,
     now: datetime,
+    release_slot: bool = True,
     outcome: str = AttemptOutcome.FAILED,
     result: Any = None,
 ) -> RunState | None:
@@ -375,6 +383,7 @@ def run_retry(
         outcome=outcome,
         error=error,
         now=now,
+        release_slot=release_slot,
         due_at=due_at,
         result=result,
     )
@@ -388,6 +397,7 @@ def run_fail(
     attempt: int,
     error: str,
     now: datetime,
+    release_slot: bool = True,
     outcome: str = AttemptOutcome.FAILED,
     result: Any = None,
 ) -> RunState | None:
@@ -400,6 +410,7 @@ def run_fail(
         outcome=outcome,
         error=error,
         now=now,
+        release_slot=release_slot,
         finished_at=now,
         result=result,
     )
@@ -407,7 +418,9 @@ def run_fail(
 
 
 @_retried
-def run_cancelled(*, run_id: uuid.UUID, attempt: int, error: str, now: datetime) -> bool:
+def run_cancelled(
+    *, run_id: uuid.UUID, attempt: int, error: str, now: datetime, release_slot: bool = True
+) -> bool:
     """The running attempt stopped because the run or its job was cancelled; not retried."""
     accepted = _finish(
         run_id=run_id,
@@ -416,6 +429,7 @@ def run_cancelled(*, run_id: uuid.UUID, attempt: int, error: str, now: datetime)
         outcome=AttemptOutcome.CANCELLED,
         error=error,
         now=now,
+        release_slot=release_slot,
         finished_at=now,
     )
     return accepted is not None
@@ -430,6 +444,7 @@ def run_dead_letter(
     attempt: int,
     error: str,
     now: datetime,
+    release_slot: bool = True,
     outcome: str = AttemptOutcome.FAILED,
     result: Any = None,
 ) -> RunState | None:
@@ -446,6 +461,7 @@ def run_dead_letter(
         outcome=outcome,
         error=error,
         now=now,
+        release_slot=release_slot,
         finished_at=now,
         result=result,
     )

@@ -6,7 +6,7 @@ import enum
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +54,9 @@ class StartedRun:
     # the start lag histogram.
     queue: str = ""
     start_lag_s: float = 0.0
+    # Started under a running limit (its tenant's or job's): its outcome hands the slot on
+    # (jobs/services/running_limits.py); a run without one spares its outcome that work.
+    limited: bool = False
 
 
 @dataclass(frozen=True)
@@ -286,13 +289,16 @@ def _start_with_policy(params: dict[str, Any]) -> StartResult:
         )
         if decision.verdict != overlap.Verdict.START:
             return _hold_back(params, policy, decision)
-        if tenant_limit is not None or row[6] is not None:
+        limited = tenant_limit is not None or row[6] is not None
+        if limited:
             held = _held_by_limit(cursor, params, row, tenant_limit)
             if held is not None:
                 return held
         started = _start_statement(params, policy_applied=True)
         if started is None:
             return StartResult(StartOutcome.STALE)
+        if limited:
+            started = replace(started, limited=True)
         if decision.replaces:
             # After the CAS, so a stale duplicate replaces nothing. A running attempt stops at
             # its next heartbeat; this run does not wait for it.

@@ -203,10 +203,16 @@ def test_concurrent_starts_never_take_more_slots_than_the_limit() -> None:
     assert JobRun.objects.filter(tenant=tenant, state=RunState.RUNNING).count() == 2
 
 
-def test_unlimited_tenants_runs_start_without_waiting() -> None:
+def test_unlimited_tenants_runs_start_without_waiting_and_their_outcomes_release_nothing() -> None:
     job = job_factory()
     runs = [_queued(job, s) for s in range(5)]
-    assert [_start(r).outcome for r in runs] == [StartOutcome.STARTED] * 5
+    results = [_start(r) for r in runs]
+    assert [r.outcome for r in results] == [StartOutcome.STARTED] * 5
+    # Their outcomes leave the release out (the worker passes release_slot=run.limited).
+    assert [r.run is not None and r.run.limited for r in results] == [False] * 5
+    limited = _start(_queued(job_factory(_limited(3)), 0)).run
+    assert limited is not None
+    assert limited.limited
 
 
 @pytest.mark.parametrize(
