@@ -256,6 +256,19 @@ def bucket_for(
     return Bucket(f"{tenant_id}:{name}", tenant_id, name, limit[0], limit[1])
 
 
+def current_factor(factor: bytes | None, cool_until: bytes | None, *, now_ms: int) -> float:
+    """The share of its configured rate a bucket holds at ``now_ms`` (Redis's clock), from its
+    stored ``factor`` and ``cool_until``: the scripts' lazy recovery, for a reader that must
+    not take a token (the status page)."""
+    conf = settings.SCHEDULER
+    share = float(factor) if factor is not None else 1.0
+    until = float(cool_until) if cool_until is not None else 0.0
+    if share < 1 and now_ms > until:
+        periods = (now_ms - until) / (float(conf["TARGET_RECOVERY_S"]) * 1000)
+        share = min(1.0, share * 2 ** min(periods, 64.0))
+    return max(float(conf["TARGET_MIN_FACTOR"]), share)
+
+
 class BucketStore:
     """The two scripts against one Redis client, made on first use in the process that uses it
     (a client made before a fork must not be shared by the pool's children)."""

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from beat_engine.config import broker_redis_url
 from beat_engine.db_clock import read_database_clock
 from jobs.notify import redis_client
-from jobs.status import charts, limits_data
+from jobs.status import charts, limits_data, target_limits_data
 from jobs.status import overview_data as data
 from jobs.status.access import Scope, render_page, status_view
 from jobs.status.nodes import ownership, partition_ranges
@@ -65,6 +65,9 @@ def overview(request: HttpRequest, scope: Scope) -> HttpResponse:
         "states": data.bounded(lambda: data.runs_by_state(window, tenant_id=tenant_id)),
         "failures": data.bounded(lambda: data.latest_failures(window, tenant_id=tenant_id)),
         "running_limits": data.bounded(lambda: limits_data.running_limits(tenant_id=tenant_id)),
+        "target_limits": data.bounded(
+            lambda: target_limits_data.target_limits(tenant_id=tenant_id, now=window.now)
+        ),
         "show_engine": scope.can_choose,
     }
     if scope.can_choose:

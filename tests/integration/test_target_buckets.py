@@ -134,3 +134,43 @@ def test_a_run_resolves_its_bucket_from_its_group_host_wildcard_or_own_rate() ->
     assert bucket_for(_spec(), tenant_id=other.id, job_id="j", cache=cache) is None
     own = bucket_for(_spec(rate=0.5, burst=2), tenant_id=tenant.id, job_id="j1", cache=cache)
     assert own == Bucket("job:j1", tenant.id, "api.test", 0.5, 2)
+
+
+@pytest.mark.django_db
+def test_the_status_overview_shows_each_target_its_rate_now_and_its_held_runs(
+    buckets: BucketStore,
+) -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.urls import reverse
+
+    from beat_engine.clock import SystemClock
+    from jobs.models import DecisionReason
+    from jobs.models_reasons import ReasonKind
+    from tests.support.factories import job_factory
+
+    now = SystemClock().now()
+    tenant = tenant_factory()
+    for target in ("api.test", "quiet.test"):
+        TargetLimit.objects.create(
+            tenant=tenant, target=target, rate_per_s=4, burst=3, created_at=now, updated_at=now
+        )
+    buckets.penalize(Bucket(f"{tenant.id}:api.test", tenant.id, "api.test", 4.0, 3))
+    job = job_factory(tenant, now=now)
+    DecisionReason.objects.create(
+        job=job, tenant=tenant, kind=ReasonKind.DEFERRED_TARGET_LIMIT, first_at=now,
+        last_at=now, count=7, recorded_at=now, updated_at=now, detail="target api.test: 4/s",
+    )  # fmt: skip
+    client = Client()
+    client.force_login(User.objects.create(username="root", is_staff=True, is_superuser=True))
+
+    body = client.get(reverse("status:overview")).content.decode()
+
+    panel = body[body.index('id="target-limits"') :]
+    panel = " ".join(panel[: panel.index("</div>")].split())
+    assert (
+        f'<td>{tenant.name}</td><td>api.test</td> <td class="num">4/s / 3</td> '
+        '<td class="num"><span class="badge state-retry_wait" title="lowered after a 429/503">'
+        '2/s</span></td> <td class="num">7</td>'
+    ) in panel, panel
+    assert '<td>quiet.test</td> <td class="num">4/s / 3</td> <td class="num">4/s</td> ' in panel

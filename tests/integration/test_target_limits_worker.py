@@ -199,7 +199,7 @@ def _settled(runs: list[uuid.UUID], worker: CeleryWorker) -> list[JobRun]:
     try:
         wait_until(done, timeout_s=60, what=f"{len(runs)} runs to succeed")
     except AssertionError:
-        states = list(JobRun.objects.filter(id__in=runs).values_list("state", flat=True))
+        states = list(JobRun.objects.filter(id__in=runs).values_list("state", "last_error"))
         raise AssertionError(f"{states}\n{worker.log_tail()}") from None
     return list(JobRun.objects.filter(id__in=runs))
 
