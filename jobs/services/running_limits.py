@@ -258,8 +258,9 @@ def park(
 # made due now. SKIP LOCKED: a release never waits, and two releases at once pick different
 # runs. The ids as one array (an InitPlan, run once): as `id IN (SELECT ... LIMIT n)` the
 # planner may rescan the subquery per row, and a rescan skips the rows this statement has
-# just updated and takes the next ones, releasing far more than n. A released run keeps held_by until it starts, so it holds its slot on its way
-# (_COUNT_SQL) and a newcomer waits behind it.
+# just updated and takes the next ones, releasing far more than n. A released run keeps
+# held_by until it starts, so it holds its slot on its way (_COUNT_SQL) and a newcomer waits
+# behind it.
 _RELEASE_SQL = {
     hold: f"""
 UPDATE jobs_jobrun SET due_at = %(now)s
