@@ -331,11 +331,15 @@ class Ownership:
         gone = sorted(self.leases)
         try:
             others = [n for n in self.store.live_nodes() if n != self.node]
+            # Out of the registry first: a survivor that hears the hand-over below and
+            # still counted us live would pass the keys straight back to us (a node it
+            # believes will take them), and nobody would fire those partitions until our
+            # registration ran out.
+            self.store.leave(self.node)
             # Handed straight to the nodes that take them once we are gone, which they do
-            # when they hear us leave.
+            # when they hear the hand-over.
             self.hand_over(gone, others, reason="shutdown")
             self._pass_on(frozenset(), others)
-            self.store.leave(self.node)
         except redis.RedisError:
             logger.warning("beat.lease.release_failed", extra={"node": self.node}, exc_info=True)
         with self._lock:

@@ -213,3 +213,41 @@ def test_a_key_handed_to_a_node_whose_target_lacks_it_is_passed_on(
     owners = _owners(redis_client, a.config.partitions)
     assert owners == dict.fromkeys(range(a.config.partitions), "node-a")
     a.shutdown()
+
+
+def test_a_survivor_that_hears_the_hand_over_mid_shutdown_keeps_the_keys(
+    redis_client: redis.Redis,
+) -> None:
+    """The survivor may rebalance between the stopping node's hand-over and the rest of its
+    shutdown: the stopping node is out of the registry by then, so the survivor takes the keys
+    rather than passing them back to a node that will never take them."""
+    clock = FakeClock(T0)
+    a = _engine(clock, "node-a")
+    a.tick()
+    b = _engine(clock, "node-b")
+    b.tick()
+    _hear(a)
+    a.tick()
+    _hear(b)
+    b.tick()
+    partitions = a.config.partitions
+    assert b.leases
+    store = b.ownership.store
+    transfer = store.transfer
+    live_at_hand_over: list[list[str]] = []
+
+    def transfer_then_survivor_ticks(targets: dict[int, str], node: str, ttl_ms: int) -> list[int]:
+        moved = transfer(targets, node, ttl_ms)
+        live_at_hand_over.append(store.live_nodes())
+        a.ownership.rebalance_soon()
+        a.tick()  # node-a hears the hand-over before node-b's shutdown has finished
+        return moved
+
+    store.transfer = transfer_then_survivor_ticks  # type: ignore[method-assign]
+    b.shutdown()
+    assert live_at_hand_over
+    assert all("node-b" not in live for live in live_at_hand_over)
+    assert _owners(redis_client, partitions) == dict.fromkeys(range(partitions), "node-a")
+    a.tick()
+    assert sorted(a.leases) == list(range(partitions))
+    a.shutdown()
