@@ -82,17 +82,33 @@ def _run_of(job: Job, worker: CeleryWorker) -> JobRun:
     return JobRun.objects.get(job=job)
 
 
-@pytest.mark.timeout(120)
-def test_skewed_worker_keeps_its_healthy_run_leased(skewed_worker: CeleryWorker) -> None:
+@pytest.mark.timeout(150)
+def test_skewed_worker_keeps_its_leases_and_retries_on_the_database_clock(
+    skewed_worker: CeleryWorker,
+) -> None:
+    """Both checks against one node and worker per direction (the worker runs two at once): a
+    run that lasts past its lease, and a failing run whose retry the beat node queues."""
+    now = _db_now()
     # Runs past its lease, so only heartbeats on the database's clock keep it alive.
-    long_run = _once(_db_now(), target_name="tests.nap", payload={"seconds": 2.5 * RUN_LEASE_S})
+    long_run = _once(now, target_name="tests.nap", payload={"seconds": 2.5 * RUN_LEASE_S})
+    failing = _once(
+        now,
+        target_name="tests.always_fails",
+        max_attempts=2,
+        retry_base_delay=timedelta(seconds=RETRY_DELAY_S),
+        retry_max_delay=timedelta(seconds=RETRY_DELAY_S),
+        retry_jitter=False,
+    )
     run = _run_of(long_run, skewed_worker)
+    retried = _run_of(failing, skewed_worker)
 
-    # While it runs, the lease the worker sets is always ahead of the database's clock and
-    # never longer than the configured lease (plus the heartbeat it was set at, plus slack).
+    # While the long run runs, the lease the worker sets is always ahead of the database's
+    # clock and never longer than the configured lease (plus the heartbeat it was set at, plus
+    # slack). Meanwhile the failing run's first attempt fails and its retry is queued.
     leases: list[float] = []
+    failed_by: list[datetime] = []
 
-    def finished() -> bool:
+    def settled() -> bool:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT state, EXTRACT(EPOCH FROM lease_until - clock_timestamp())"
@@ -103,12 +119,18 @@ def test_skewed_worker_keeps_its_healthy_run_leased(skewed_worker: CeleryWorker)
         assert row is not None
         if row[0] == RunState.RUNNING and row[1] is not None:
             leases.append(float(row[1]))
-        return bool(row[0] in (RunState.SUCCEEDED, RunState.DEAD, RunState.FAILED))
+        if not failed_by and (
+            RunAttempt.objects.filter(run=retried, attempt=1).exclude(outcome="").exists()
+        ):
+            failed_by.append(_db_now())
+        long_done = row[0] in (RunState.SUCCEEDED, RunState.DEAD, RunState.FAILED)
+        return bool(long_done and RunAttempt.objects.filter(run=retried, attempt=2).exists())
 
     try:
-        wait_until(finished, timeout_s=60, what="the long run to finish")
+        wait_until(settled, timeout_s=90, what="the long run to finish and the retry to start")
     except AssertionError:
         raise AssertionError(skewed_worker.log_tail()) from None
+
     done = JobRun.objects.get(id=run.id)
     attempts = list(RunAttempt.objects.filter(run=run).order_by("attempt"))
     assert [(a.attempt, a.outcome) for a in attempts] == [(1, AttemptOutcome.SUCCEEDED)], (
@@ -119,41 +141,16 @@ def test_skewed_worker_keeps_its_healthy_run_leased(skewed_worker: CeleryWorker)
     assert min(leases) > 0, leases
     assert max(leases) <= RUN_LEASE_S + HEARTBEAT_S + 1, leases
 
-
-@pytest.mark.timeout(120)
-def test_skewed_worker_retries_when_the_backoff_says(skewed_worker: CeleryWorker) -> None:
-    failing = _once(
-        _db_now(),
-        target_name="tests.always_fails",
-        max_attempts=2,
-        retry_base_delay=timedelta(seconds=RETRY_DELAY_S),
-        retry_max_delay=timedelta(seconds=RETRY_DELAY_S),
-        retry_jitter=False,
-    )
     # The failed first attempt's retry is queued (on the beat node's database clock) no sooner
     # than the backoff after the firing, and not much later than the backoff after it failed.
-    retried = _run_of(failing, skewed_worker)
-    try:
-        wait_until(
-            lambda: RunAttempt.objects.filter(run=retried, attempt=1).exclude(outcome="").exists(),
-            timeout_s=30,
-            what="the first attempt to fail",
-        )
-    except AssertionError:
-        raise AssertionError(skewed_worker.log_tail()) from None
-    failed_by = _db_now()
-    wait_until(
-        lambda: RunAttempt.objects.filter(run=retried, attempt=2).exists(),
-        timeout_s=RETRY_DELAY_S + 15,
-        what="the retry to start",
-    )
+    assert failed_by
     second = RunAttempt.objects.get(run=retried, attempt=2)
     fired_at = failing.run_at
     assert fired_at is not None
     delay = timedelta(seconds=RETRY_DELAY_S)
     assert second.queued_at is not None
     assert second.queued_at >= fired_at + delay, (second.queued_at, fired_at)
-    assert second.queued_at <= failed_by + delay + timedelta(seconds=2), (
+    assert second.queued_at <= failed_by[0] + delay + timedelta(seconds=2), (
         second.queued_at,
         failed_by,
     )
