@@ -44,6 +44,20 @@ def _owners(client: redis.Redis, partitions: int) -> dict[int, str | None]:
     return {p: (v.decode() if v else None) for p, v in enumerate(values)}
 
 
+def _two_nodes_split() -> tuple[BeatEngine, BeatEngine]:
+    """node-a, then node-b joining: each hears the other and they hold their fair shares."""
+    clock = FakeClock(T0)
+    a = _engine(clock, "node-a")
+    a.tick()
+    b = _engine(clock, "node-b")
+    b.tick()
+    _hear(a)
+    a.tick()
+    _hear(b)
+    b.tick()
+    return a, b
+
+
 def _hear(engine: BeatEngine) -> None:
     """Wait for the next announcement on the engine's feed (its sleep)."""
     assert engine.feed is not None
@@ -98,15 +112,7 @@ def test_a_joining_node_is_handed_each_key_with_no_instant_unowned(
 
 
 def test_a_stopping_node_hands_its_keys_to_the_survivors(redis_client: redis.Redis) -> None:
-    clock = FakeClock(T0)
-    a = _engine(clock, "node-a")
-    a.tick()
-    b = _engine(clock, "node-b")
-    b.tick()
-    _hear(a)
-    a.tick()
-    _hear(b)
-    b.tick()
+    a, b = _two_nodes_split()
     partitions = a.config.partitions
     b_epochs = {p: lease.epoch for p, lease in b.leases.items()}
     assert b_epochs
@@ -186,15 +192,7 @@ def test_a_key_handed_to_a_node_whose_target_lacks_it_is_passed_on(
     target does not include it. node-b hands it on at its next rebalance, and node-a takes it
     back, instead of the key lasting a TTL with nobody serving it; a key handed to a node
     that stops before taking it is handed on too."""
-    clock = FakeClock(T0)
-    a = _engine(clock, "node-a")
-    a.tick()
-    b = _engine(clock, "node-b")
-    b.tick()
-    _hear(a)
-    a.tick()
-    _hear(b)
-    b.tick()
+    a, b = _two_nodes_split()
     partition = min(a.leases)
     moved = RedisLeaseStore(redis_client).transfer({partition: "node-b"}, "node-a", 60_000)
     assert moved == [partition]
@@ -221,15 +219,7 @@ def test_a_survivor_that_hears_the_hand_over_mid_shutdown_keeps_the_keys(
     """The survivor may rebalance between the stopping node's hand-over and the rest of its
     shutdown: the stopping node is out of the registry by then, so the survivor takes the keys
     rather than passing them back to a node that will never take them."""
-    clock = FakeClock(T0)
-    a = _engine(clock, "node-a")
-    a.tick()
-    b = _engine(clock, "node-b")
-    b.tick()
-    _hear(a)
-    a.tick()
-    _hear(b)
-    b.tick()
+    a, b = _two_nodes_split()
     partitions = a.config.partitions
     assert b.leases
     store = b.ownership.store
