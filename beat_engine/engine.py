@@ -59,6 +59,8 @@ _WEBHOOKS_POLL_S = 2.0
 _LATENESS_CHECK_S = 60.0
 # How often a node samples the length of the broker queues it publishes to (a gauge).
 _QUEUE_DEPTH_S = 5.0
+# How often runs whose push the broker refused are sent again while it stays away.
+_RESEND_S = 0.5
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -125,6 +127,7 @@ class BeatEngine:
         self._next_lateness_mono = now_mono + _LATENESS_CHECK_S
         self._next_depth_mono = now_mono
         self._next_release_mono = now_mono
+        self._next_resend_mono = now_mono
         self._stop_claims_at = now_mono
         # One thread (and connection) that prepares the next batch while a backlog drains.
         self._preparer = Preparer()
@@ -166,6 +169,9 @@ class BeatEngine:
             # Backpressure: held runs go out as their queue drains (beat_engine/backpressure.py).
             self._release_held()
             self._next_release_mono = mono + self.config.backpressure_poll_s
+        if self._outbox.unsent and mono >= self._next_resend_mono:
+            self._resend_unsent()
+            self._next_resend_mono = mono + _RESEND_S
         if mono >= self._next_sweep_mono:
             self._sweep(self.clock.now())
             self._next_sweep_mono = mono + self.config.sweep_s
@@ -389,6 +395,8 @@ class BeatEngine:
         )
         if self._outbox.held:
             wait = min(wait, self._next_release_mono - mono)
+        if self._outbox.unsent:
+            wait = min(wait, self._next_resend_mono - mono)
         head = self.heap.peek()
         if head is not None:
             wait = min(wait, (head.due_at - self.clock.now()).total_seconds())
@@ -697,8 +705,9 @@ class BeatEngine:
                 limit=self.config.claim_batch,
             )
             swept = len(found)
-            # Held back here (sent again earlier, and at the bound): not lost.
-            found = [f for f in found if f.run.run_id not in self._outbox.held]
+            # Held back here (sent again earlier, and at the bound), or to be sent again after a
+            # failed push: not lost.
+            found = [f for f in found if not self._outbox.waiting_here(f.run.run_id)]
             # Only runs whose message is gone; those still waiting in the broker are re-stamped.
             runs = self._outbox.lost(found, now=now)
             published = 0
@@ -731,6 +740,15 @@ class BeatEngine:
         if runs:
             sendable, epochs = self._sendable(runs)
             self._outbox.send(sendable, epochs, admitted=True)
+
+    def _resend_unsent(self) -> None:
+        """Send again the runs whose push the broker refused, fenced as every push is (no
+        stale fence, docs/architecture.md, Invariants): a broker back from a restart gets them
+        at once, not a sweep period later; if it is still away they wait for the next resend."""
+        runs, since = self._outbox.unsent_runs()
+        sendable, epochs = self._sendable(runs)  # kept for the next resend if this raises
+        self._outbox.clear_unsent()
+        self._outbox.send(sendable, epochs, since=since)
 
     def _sendable(self, runs: Sequence[QueuedRun]) -> tuple[list[QueuedRun], dict[int, int]]:
         if not runs:

@@ -20,6 +20,10 @@ from beat_engine.sweep import Swept
 
 logger = logging.getLogger("beat_engine")
 
+# At most this many runs wait in memory to be sent again after a failed push; past it, the
+# sweep finds the rest in PostgreSQL (about 200 bytes each: 20 MB at the bound).
+_UNSENT_MAX = 100_000
+
 
 class Outbox:
     """Runs already fenced for sending: pushed, recorded, and marked published later.
@@ -49,11 +53,16 @@ class Outbox:
         self._clock = clock
         self._node_id = node_id
         self._mark_within_s = mark_within_s
+        # Runs whose push the broker refused (it is down or restarting): sent again at the
+        # engine's next resend, fenced again first, instead of publish_sweep_after_s later by
+        # the sweep (which skips them meanwhile); up to _UNSENT_MAX, the rest are the sweep's
+        # (Redis is a hint, docs/architecture.md, Invariants).
+        self._unsent: dict[uuid.UUID, tuple[QueuedRun, datetime | None]] = {}
         # Pushed runs awaiting their published mark, and when the oldest was pushed.
         self._unmarked: list[Pushed] = []
         self._unmarked_since_mono = 0.0
         # Pushes handed to another thread, and how many runs each carries.
-        self._in_flight: list[tuple[Future[Pushed], int]] = []
+        self._in_flight: list[tuple[Future[Pushed], list[QueuedRun], datetime | None]] = []
 
     def render(self, runs: Sequence[QueuedRun], epochs: Mapping[int, int]) -> Rendered:
         return self._publisher.render(runs, epochs)
@@ -74,7 +83,7 @@ class Outbox:
             runs = self._admit(runs, since)
         if not runs:
             return 0
-        return self._record(lambda: self._push(runs, epochs, rendered), len(runs))
+        return self._record(lambda: self._push(runs, epochs, rendered), runs, since)
 
     def send_on(
         self,
@@ -89,16 +98,17 @@ class Outbox:
         runs that is); collect() waits for it and records the outcome."""
         runs = self._admit(runs, since)
         if runs:
-            self._in_flight.append((executor.submit(self._push, runs, epochs, rendered), len(runs)))
+            future = executor.submit(self._push, runs, epochs, rendered)
+            self._in_flight.append((future, runs, since))
         return len(runs)
 
     def collect(self) -> None:
         """Wait for every push handed to another thread; re-raise the first unexpected error."""
         in_flight, self._in_flight = self._in_flight, []
         failure: BaseException | None = None
-        for future, count in in_flight:
+        for future, runs, since in in_flight:
             try:
-                self._record(future.result, count)
+                self._record(future.result, runs, since)
             except BaseException as exc:  # noqa: BLE001 - every push is waited for first
                 failure = failure or exc
         if failure is not None:
@@ -184,8 +194,31 @@ class Outbox:
         metrics.set_held(self.held, queues)
         return released
 
+    @property
+    def unsent(self) -> int:
+        """How many runs wait to be sent again after the broker refused their push."""
+        return len(self._unsent)
+
+    def waiting_here(self, run_id: uuid.UUID) -> bool:
+        """Held back at a queue's bound, or waiting to be sent again: not lost (the sweep)."""
+        return run_id in self.held or run_id in self._unsent
+
+    def unsent_runs(self) -> tuple[list[QueuedRun], datetime | None]:
+        """The runs to send again, and an instant at or before their queued_at (None when a
+        sweep's run is among them); the caller fences them, then calls clear_unsent and sends
+        them with ``send`` (a failed push keeps them again)."""
+        known = [since for _run, since in self._unsent.values() if since is not None]
+        since = min(known) if known and len(known) == len(self._unsent) else None
+        return [run for run, _since in self._unsent.values()], since
+
+    def clear_unsent(self) -> None:
+        self._unsent = {}
+
     def drop_held(self, partitions: Sequence[int]) -> None:
-        """Partitions no longer ours: their held runs are the next owner's to send."""
+        """Partitions no longer ours: their held and unsent runs are the next owner's to send."""
+        if self._unsent and partitions:
+            gone = frozenset(partitions)
+            self._unsent = {k: v for k, v in self._unsent.items() if v[0].partition not in gone}
         if self.held and partitions:
             queues = self.held.queues()
             self.held.drop_partitions(partitions)
@@ -227,12 +260,22 @@ class Outbox:
     def _now(self) -> datetime:
         return self._clock.now()
 
-    def _record(self, outcome: Callable[[], Pushed], count: int) -> int:
+    def _record(
+        self, outcome: Callable[[], Pushed], runs: list[QueuedRun], since: datetime | None
+    ) -> int:
         try:
             pushed = outcome()
         except redis.RedisError:
-            # The runs stay queued and unpublished in the database: the sweep sends them later.
-            logger.warning("beat.publish_failed", extra={"runs": count}, exc_info=True)
+            # The runs stay queued and unpublished in the database; they are sent again at the
+            # engine's next resend (a broker restart costs its outage, not a sweep period).
+            room = _UNSENT_MAX - len(self._unsent)
+            for run in runs[: max(0, room)]:
+                self._unsent[run.run_id] = (run, since)
+            logger.warning(
+                "beat.publish_failed",
+                extra={"runs": len(runs), "unsent": len(self._unsent)},
+                exc_info=True,
+            )
             return 0
         if pushed.run_ids:
             if not self._unmarked:
