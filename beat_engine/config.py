@@ -64,6 +64,10 @@ class EngineConfig:
     # After another node's registration has run out, how long to wait before looking: its
     # leases are extended just after its registration, so they lapse a moment later.
     peer_lapse_margin_s: float = 0.02
+    # SIGTERM: the node keeps firing until the nodes that will take its partitions have
+    # loaded them, for at most this long, then hands them over; it looks this often.
+    leave_wait_s: float = 3.0
+    leave_poll_s: float = 0.05
     # A partition taken over from a dead node first loads only what is due this soon (its
     # first claims are the firings it missed), and the rest of its horizon at the next tick.
     takeover_load_s: float = 1.0

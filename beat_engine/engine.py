@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
+import redis
 from django.db import DatabaseError, connection
 
 from beat_engine import metrics
@@ -89,6 +90,7 @@ class BeatEngine:
         self.ownership = Ownership(config=config, clock=clock, store=store)
         self.ownership.before_handover = self._before_handover
         self.ownership.before_join = self._stage
+        self.ownership.before_peers_leave = self._stage
         # A joining node's share, loaded before it asks for it (beat_engine/staging.py).
         self._staged = StagedHorizon(clock, max_age_s=config.refresh_s)
         # Renews the leases from a thread of its own while a tick is busy (run() starts it;
@@ -133,10 +135,16 @@ class BeatEngine:
         self._preparer = Preparer()
         # A batch prepared at the end of a tick that ran out of time, claimed first next tick.
         self._carried: ClaimBatch | None = None
+        # Ticks in a row that found no PostgreSQL primary (run's loop).
+        self._failures = 0
 
     @property
     def leases(self) -> dict[int, Lease]:
         return self.ownership.leases
+
+    def staged_jobs(self) -> frozenset[uuid.UUID]:
+        """Jobs of partitions about to be taken whose due entries are loaded already."""
+        return self._staged.job_ids()
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -200,32 +208,73 @@ class BeatEngine:
 
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set, then release every lease at once."""
-        lost = 0
+        self._failures = 0
         self.start_lease_keeper()
         try:
             while not stop.is_set():
-                try:
-                    with metrics.TICK_DURATION.time():
-                        wait = self.tick()
-                    lost = 0
-                except Exception as exc:
-                    # The loop's one broad except: a database or Redis outage must not end
-                    # the node; the next tick retries on a fresh connection.
-                    metrics.count(metrics.ENGINE_ERRORS)
-                    connection.close()
-                    if connection_lost(exc):
-                        lost += 1
-                        wait = self._database_lost(exc, lost)
-                    else:
-                        logger.exception("beat.tick_failed", extra={"node": self.config.node_id})
-                        wait = 1.0
+                wait = self._step()
                 if wait > 0 and not stop.is_set():
-                    if self.feed is not None:
-                        self.feed.wait(wait)
-                    else:
-                        self.clock.sleep(wait)
+                    self._pause(wait)
+            self.leave_when_ready()
         finally:
             self.shutdown()
+
+    def _step(self) -> float:
+        """One tick, its failure logged and counted; how long to sleep."""
+        try:
+            with metrics.TICK_DURATION.time():
+                wait = self.tick()
+            self._failures = 0
+        except Exception as exc:
+            # The loop's one broad except: a database or Redis outage must not end
+            # the node; the next tick retries on a fresh connection.
+            metrics.count(metrics.ENGINE_ERRORS)
+            connection.close()
+            if connection_lost(exc):
+                self._failures += 1
+                wait = self._database_lost(exc, self._failures)
+            else:
+                logger.exception("beat.tick_failed", extra={"node": self.config.node_id})
+                wait = 1.0
+        return wait
+
+    def _pause(self, wait: float) -> None:
+        if self.feed is not None:
+            self.feed.wait(wait)
+        else:
+            self.clock.sleep(wait)
+
+    def leave_when_ready(self) -> bool:
+        """SIGTERM, before the hand-over: mark this node as stopping and keep firing its
+        partitions until every node that will take one has loaded their horizon and answered,
+        for at most ``leave_wait_s``: a node that does not answer (dead, or too busy) delays
+        the stop by that much and no more. Returns whether all answered.
+
+        The hand-over itself (shutdown) is unchanged, the fence its guard: this only moves
+        the new owners' horizon load before it (docs/engine.md, "Hand-over")."""
+        if not self.leases:
+            return True
+        started = self.clock.monotonic()
+        ready = False
+        try:
+            self.ownership.announce_leaving()
+            while not (ready := self.ownership.successors_ready()):
+                if self.clock.monotonic() - started >= self.config.leave_wait_s:
+                    break
+                wait = self._step()
+                self._pause(min(wait, self.config.leave_poll_s))
+        except redis.RedisError:
+            # The hand-over follows all the same; its new owners load at the takeover.
+            logger.warning("beat.leave.unannounced", extra={"node": self.config.node_id},
+                           exc_info=True)  # fmt: skip
+        logger.info(
+            "beat.leave.ready",
+            extra={
+                "node": self.config.node_id, "ready": ready,
+                "waited_s": round(self.clock.monotonic() - started, 3),
+            },
+        )  # fmt: skip
+        return ready
 
     def _database_lost(self, exc: Exception, failures: int) -> float:
         """The primary is gone (a failover): the next tick connects again through libpq's host

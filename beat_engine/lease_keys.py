@@ -14,6 +14,11 @@ NODES_KEY = "sched:nodes"
 # Value: which process (host, pid, random token) runs as this node id; expires with the
 # heartbeat, so that a second process started with the same id refuses to run.
 NODE_ID_KEY = "sched:node:{node}"
+# Sorted set: member a node that is stopping and waits for the nodes taking its partitions to
+# load them (docs/engine.md, "Hand-over"), score the Redis-clock millisecond the mark expires.
+LEAVING_KEY = "sched:nodes:leaving"
+# Set: the nodes that have loaded the partitions they will take from this stopping node.
+LEAVE_READY_KEY = "sched:leaving:{node}:ready"
 
 
 def lease_key(partition: int) -> str:

@@ -106,6 +106,24 @@ class LeaseStore(Protocol):
         """Every live node, sorted, without registering this one."""
         ...
 
+    def leaving(self) -> dict[str, int]:
+        """The nodes marked as stopping at the last heartbeat, each with its mark's score (a
+        new mark has a new score)."""
+        ...
+
+    def mark_leaving(self, node: str, ttl_ms: int) -> None:
+        """Mark this node as stopping for ttl_ms, forget earlier answers, and announce it."""
+        ...
+
+    def mark_ready(self, leaving: list[str], node: str, ttl_ms: int) -> None:
+        """Tell each stopping node in ``leaving`` that this node has loaded what it will take."""
+        ...
+
+    def leave_view(self, node: str) -> tuple[list[str], frozenset[str], frozenset[str]]:
+        """For a stopping node: the live nodes (sorted), those marked as stopping, and those
+        that answered its mark."""
+        ...
+
     def leave(self, node: str) -> None: ...
 
     def claim_node_id(self, node: str, ttl_ms: int) -> str | None:

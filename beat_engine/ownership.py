@@ -49,7 +49,14 @@ class Ownership:
         # Called with the share this node is about to ask for, before it registers: the
         # engine loads those partitions' horizon while their owners still serve them.
         self.before_join: Callable[[frozenset[int]], None] = lambda share: None
+        # Called with the partitions this node will take once the nodes marked as stopping
+        # have gone: the engine loads their horizon while those nodes still serve them.
+        self.before_peers_leave: Callable[[frozenset[int]], None] = lambda share: None
         self._announced = False
+        # This node is stopping (announce_leaving): it loads nothing for other stopping nodes.
+        self._leaving = False
+        # The stopping nodes (with their marks) whose partitions were loaded and answered.
+        self._prepared_for: dict[str, int] = {}
         # The lease keeper (beat_engine/lease_keeper.py) renews from its own thread: it
         # replaces held leases' values under this lock and never adds or removes one, so a
         # lease the engine dropped meanwhile is not brought back.
@@ -107,6 +114,7 @@ class Ownership:
             self.next_due_mono = sent + min(cfg.lease_renew_s, cfg.handover_retry_s)
         self.next_due_mono = min(self.next_due_mono, self._peer_lapse_mono(sent))
         PARTITIONS_OWNED.set(len(self.leases))
+        self._prepare_for_leavers(live)
         if gained or lost:
             # One line per rebalance, however many partitions moved: a node starting alone
             # takes all of them (64 by default) and says so once. Each lease's epoch is in
@@ -122,6 +130,50 @@ class Ownership:
                 },
             )
         return gained, lost
+
+    def _prepare_for_leavers(self, live: list[str]) -> None:
+        """Other nodes marked as stopping (they announce it on SIGTERM and keep serving their
+        partitions meanwhile): load the horizon of the partitions this node will hold once
+        they have gone, then answer each of them, so that they hand over to a node that can
+        claim at once (docs/engine.md, "Hand-over"). Done once per mark."""
+        if self._leaving or not self._announced:
+            return
+        leaving = {n: mark for n, mark in self.store.leaving().items() if n != self.node}
+        leaving = {n: mark for n, mark in leaving.items() if n in live}
+        if leaving == self._prepared_for:
+            return
+        if not leaving:
+            self._prepared_for = {}
+            return
+        staying = [n for n in live if n not in leaving]
+        after = assign_partitions(self.config.partitions, staying).get(self.node, frozenset())
+        share = after - frozenset(self.leases)
+        if share:
+            self.before_peers_leave(share)
+        self.store.mark_ready(sorted(leaving), self.node, self.config.lease_ttl_ms)
+        self._prepared_for = leaving
+        logger.info(
+            "beat.lease.staged",
+            extra={"node": self.node, "leaving": sorted(leaving), "partitions": sorted(share)},
+        )
+
+    def announce_leaving(self) -> None:
+        """SIGTERM, first step: mark this node as stopping, so that the nodes that will take
+        its partitions load them while it still serves them (``_prepare_for_leavers``)."""
+        self._leaving = True
+        self.store.mark_leaving(self.node, self.config.lease_ttl_ms)
+
+    def successors_ready(self) -> bool:
+        """Whether every node that the hand-over would give one of our partitions has
+        answered our mark (nodes marked as stopping themselves take none)."""
+        live, leaving, ready = self.store.leave_view(self.node)
+        staying = [n for n in live if n != self.node and n not in leaving]
+        held = frozenset(self.leases)
+        receivers = {
+            n for n, share in assign_partitions(self.config.partitions, staying).items()
+            if share & held
+        }  # fmt: skip
+        return receivers <= ready
 
     def _peer_lapse_mono(self, sent: float) -> float:
         """When the registration of the first other node to stop renewing would run out.
@@ -330,7 +382,10 @@ class Ownership:
         """SIGTERM: give every lease back now, so others need not wait for the TTL."""
         gone = sorted(self.leases)
         try:
-            others = [n for n in self.store.live_nodes() if n != self.node]
+            # Other nodes stopping too take none: each hands its partitions to the nodes
+            # that stay, not to one that would pass them on again.
+            live, leaving, _ready = self.store.leave_view(self.node)
+            others = [n for n in live if n != self.node and n not in leaving]
             # Out of the registry first: a survivor that hears the hand-over below and
             # still counted us live would pass the keys straight back to us (a node it
             # believes will take them), and nobody would fire those partitions until our

@@ -8,7 +8,7 @@ import socket
 
 import redis
 
-from beat_engine.lease_keys import LEASE_KEY, NODE_ID_KEY, NODES_KEY
+from beat_engine.lease_keys import LEASE_KEY, LEAVE_READY_KEY, LEAVING_KEY, NODE_ID_KEY, NODES_KEY
 
 __all__ = ["LEASE_KEY", "NODES_KEY", "RedisLeaseStore"]
 
@@ -74,19 +74,44 @@ return moved
 
 # Liveness scored by Redis's own clock, so node clocks need not agree: register the node until
 # now + ttl, forget nodes whose time ran out, and return the survivors, each with the
-# milliseconds left on its registration (when a node that stopped renewing drops out).
+# milliseconds left on its registration (when a node that stopped renewing drops out), and the
+# nodes marked as stopping (KEYS[2]), each with its mark's score (which names the mark: a node
+# that stops again is marked anew).
 HEARTBEAT_LUA = """
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[2]), ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now_ms)
 local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 local result = {}
 for i = 1, #live, 2 do
     table.insert(result, live[i])
     table.insert(result, tostring(tonumber(live[i + 1]) - now_ms))
 end
-return result
+return {result, redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')}
+"""
+
+# A node about to stop (ARGV[1]) marks itself until now + ttl (ARGV[2]) and forgets the answers
+# to any earlier mark of its own (KEYS[2]).
+MARK_LEAVING_LUA = """
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now_ms + tonumber(ARGV[2]), ARGV[1])
+redis.call('DEL', KEYS[2])
+"""
+
+# What a stopping node needs to know whether the nodes taking its partitions are ready: the live
+# nodes (KEYS[1]), the nodes marked as stopping (KEYS[2]) and those that answered its mark
+# (KEYS[3]), by Redis's clock.
+LEAVE_VIEW_LUA = """
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return {
+    redis.call('ZRANGEBYSCORE', KEYS[1], now_ms, '+inf'),
+    redis.call('ZRANGEBYSCORE', KEYS[2], now_ms, '+inf'),
+    redis.call('SMEMBERS', KEYS[3]),
+}
 """
 
 
@@ -132,11 +157,15 @@ class RedisLeaseStore:
         self._claim_node_id = client.register_script(CLAIM_NODE_ID_LUA)
         self._keep_node_id = client.register_script(KEEP_NODE_ID_LUA)
         self._forget_node_id = client.register_script(FORGET_NODE_ID_LUA)
+        self._mark_leaving = client.register_script(MARK_LEAVING_LUA)
+        self._leave_view = client.register_script(LEAVE_VIEW_LUA)
         # Who this process is, for a second process started with the same node id to name.
         self._instance = f"{socket.gethostname()} pid {os.getpid()} {os.urandom(4).hex()}"
         self._node_id_claimed: str | None = None
         # Seconds left on each live node's registration at the last heartbeat.
         self._expiries: dict[str, float] = {}
+        # The nodes marked as stopping at the last heartbeat, each with its mark's score.
+        self._leaving: dict[str, int] = {}
 
     def acquire(self, partitions: list[int], node: str, ttl_ms: int) -> list[int]:
         if not partitions:
@@ -182,14 +211,47 @@ class RedisLeaseStore:
     def heartbeat(self, node: str, ttl_ms: int) -> list[str]:
         if self._node_id_claimed == node:
             self._keep_node_id(keys=[NODE_ID_KEY.format(node=node)], args=[self._instance, ttl_ms])
-        flat = self._heartbeat(keys=[NODES_KEY], args=[node, ttl_ms])
+        flat, leaving = self._heartbeat(keys=[NODES_KEY, LEAVING_KEY], args=[node, ttl_ms])
         self._expiries = {
             bytes(flat[i]).decode(): float(flat[i + 1]) / 1000 for i in range(0, len(flat), 2)
+        }
+        self._leaving = {
+            bytes(leaving[i]).decode(): int(float(leaving[i + 1]))
+            for i in range(0, len(leaving), 2)
         }
         return sorted(self._expiries)
 
     def expiries(self) -> dict[str, float]:
         return dict(self._expiries)
+
+    def leaving(self) -> dict[str, int]:
+        return dict(self._leaving)
+
+    def mark_leaving(self, node: str, ttl_ms: int) -> None:
+        self._mark_leaving(
+            keys=[LEAVING_KEY, LEAVE_READY_KEY.format(node=node)], args=[node, ttl_ms]
+        )
+        self.announce(node)
+
+    def mark_ready(self, leaving: list[str], node: str, ttl_ms: int) -> None:
+        if not leaving:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for other in leaving:
+            key = LEAVE_READY_KEY.format(node=other)
+            pipe.sadd(key, node)
+            pipe.pexpire(key, ttl_ms)
+        pipe.execute()
+
+    def leave_view(self, node: str) -> tuple[list[str], frozenset[str], frozenset[str]]:
+        live, leaving, ready = self._leave_view(
+            keys=[NODES_KEY, LEAVING_KEY, LEAVE_READY_KEY.format(node=node)]
+        )
+        return (
+            sorted(bytes(m).decode() for m in live),
+            frozenset(bytes(m).decode() for m in leaving),
+            frozenset(bytes(m).decode() for m in ready),
+        )
 
     def live_nodes(self) -> list[str]:
         """Nodes registered until after Redis's current time, without registering one."""
@@ -199,7 +261,11 @@ class RedisLeaseStore:
         return sorted(bytes(m).decode() for m in members)
 
     def leave(self, node: str) -> None:
-        self._client.zrem(NODES_KEY, node)
+        pipe = self._client.pipeline(transaction=False)
+        pipe.zrem(NODES_KEY, node)
+        pipe.zrem(LEAVING_KEY, node)
+        pipe.delete(LEAVE_READY_KEY.format(node=node))
+        pipe.execute()
         if self._node_id_claimed == node:
             self._forget_node_id(keys=[NODE_ID_KEY.format(node=node)], args=[self._instance])
             self._node_id_claimed = None

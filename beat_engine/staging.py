@@ -72,5 +72,9 @@ class StagedHorizon:
             del self._changed[job]
         return share
 
+    def job_ids(self) -> frozenset[uuid.UUID]:
+        """The jobs with a staged due entry."""
+        return frozenset(e.job_id for entries in self._entries.values() for e in entries)
+
     def __len__(self) -> int:
         return len(self._loaded_until)

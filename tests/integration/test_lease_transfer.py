@@ -10,6 +10,7 @@ docs/architecture.md, Invariants).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -183,6 +184,73 @@ def test_a_joining_node_loads_its_share_before_asking_and_reads_only_the_differe
     assert mine[0].id not in b.heap
     a.shutdown()
     b.shutdown()
+
+
+def test_a_stopping_node_hands_over_once_the_survivor_has_loaded_its_partitions(
+    redis_client: redis.Redis,
+) -> None:
+    """SIGTERM: the stopping node marks itself and keeps its partitions; the survivor loads
+    their due entries and answers; only then are the keys handed over, and the survivor's
+    takeover reads only what lies past the horizon it loaded."""
+    tenant = tenant_factory()
+    jobs = [
+        job_factory(tenant, interval=timedelta(seconds=10), anchor_at=T0 + timedelta(seconds=5))
+        for _ in range(30)
+    ]
+    a, b = _two_nodes_split()
+    partitions = a.config.partitions
+    split = _owners(redis_client, partitions)
+    b_share = frozenset(b.leases)
+    b_jobs = {j.id for j in jobs if j.partition in b_share}
+    assert b_jobs
+    assert not b_jobs & a.staged_jobs()
+
+    b.ownership.announce_leaving()
+    assert not b.ownership.successors_ready()  # node-a has not answered yet
+    _hear(a)
+    a.tick()
+    # node-a holds b's due entries, loaded while node-b still owns and serves every key.
+    assert b_jobs <= a.staged_jobs()
+    assert frozenset(a.leases) == frozenset(range(partitions)) - b_share
+    assert _owners(redis_client, partitions) == split
+    assert b.ownership.successors_ready()
+
+    b.shutdown()  # the hand-over
+    assert _owners(redis_client, partitions) == dict.fromkeys(range(partitions), "node-a")
+    _hear(a)
+    queries: list[list[Any]] = []
+    with connection.execute_wrapper(_horizon_queries(queries)):
+        a.tick()
+    assert sorted(a.leases) == list(range(partitions))
+    # The takeover read only the difference: every partition of a horizon query has a lower
+    # bound (a full load has none).
+    assert queries
+    for params in queries:
+        assert None not in params[1]
+    assert all(j.id in a.heap for j in jobs)
+    a.shutdown()
+
+
+def test_a_stopping_node_whose_survivor_does_not_answer_still_hands_over(
+    redis_client: redis.Redis,
+) -> None:
+    """A survivor that never answers (dead, or too busy) delays the stop by leave_wait_s
+    on the stopping node's clock, no longer; the keys are then handed over as before."""
+    a, b = _two_nodes_split()
+    partitions = a.config.partitions
+    # Its pauses are the fake clock's sleeps, in steps a float adds exactly (with 0.05 s, the
+    # 0.5 s timer poll fell 1e-13 s short and the fake clock stood still).
+    b.feed = None
+    b.config = replace(b.config, leave_poll_s=1 / 16)
+    started = b.clock.monotonic()
+    assert b.leave_when_ready() is False  # node-a never ticks
+    assert b.clock.monotonic() - started >= b.config.leave_wait_s
+    b.shutdown()
+    assert _owners(redis_client, partitions) == dict.fromkeys(range(partitions), "node-a")
+    _hear(a)
+    a.tick()
+    assert sorted(a.leases) == list(range(partitions))
+    a.shutdown()
 
 
 def test_a_key_handed_to_a_node_whose_target_lacks_it_is_passed_on(
