@@ -522,6 +522,10 @@ class BeatEngine:
         return (
             claimed < self.config.max_claims_per_tick
             and self.clock.monotonic() < self._stop_claims_at
+            # A hand-over (or a node asking for one) is served by the next tick's rebalance:
+            # at a steady rate the claim loop runs its whole max_claim_s, which the partitions
+            # changing hands would wait for, with nobody claiming them.
+            and not (self.feed is not None and self.feed.membership_changed())
         )
 
     def _take_batch(self, *, ahead: bool) -> ClaimBatch | None:

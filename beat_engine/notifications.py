@@ -87,6 +87,13 @@ class ChangeFeed:
         if not self._read(timeout_s) and self._pubsub is None:
             self._clock.sleep(max(0.0, timeout_s - (self._clock.monotonic() - started)))
 
+    def membership_changed(self) -> bool:
+        """Whether a node joined, left or handed partitions over since the last drain: the
+        messages received so far are read (without blocking) and kept for the next drain."""
+        while self._read(0.0):
+            pass
+        return self._pending.nodes_changed
+
     def drain(self) -> Changes:
         """Everything received so far, without blocking."""
         while self._read(0.0):

@@ -18,6 +18,7 @@ import pytest
 import redis
 from django.db import connection, transaction
 
+from beat_engine.claims import commit_claim
 from beat_engine.engine import BeatEngine
 from beat_engine.fencing import epochs_current, fence
 from beat_engine.horizon import HORIZON_SQL
@@ -25,7 +26,7 @@ from beat_engine.lease_keys import lease_key
 from beat_engine.notifications import ChangeFeed
 from beat_engine.partitions import assign_partitions
 from beat_engine.redis_leases import RedisLeaseStore
-from jobs.models import Job, PartitionEpoch
+from jobs.models import Job, JobRun, PartitionEpoch
 from jobs.services.jobs import job_pause
 from tests.support.beat_nodes import make_engine
 from tests.support.clock import FakeClock
@@ -250,6 +251,38 @@ def test_a_stopping_node_whose_survivor_does_not_answer_still_hands_over(
     _hear(a)
     a.tick()
     assert sorted(a.leases) == list(range(partitions))
+    a.shutdown()
+
+
+def test_a_membership_message_heard_mid_claim_ends_the_claim_loop(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hand-over (or a node asking for one) announced while a backlog drains is served by
+    the next tick's rebalance, not after the claim loop's whole time bound."""
+    tenant = tenant_factory()
+    jobs = [job_factory(tenant, interval=timedelta(seconds=60), anchor_at=T0) for _ in range(20)]
+    clock = FakeClock(T0 + timedelta(seconds=60))  # every job's first firing
+    a = make_engine(clock, node_id="node-a", claim_batch=5)
+    a.feed = ChangeFeed(redis.Redis.from_url(a.config.redis_url))
+    announced: list[int] = []
+
+    def commit_then_announce(*args: Any, **kwargs: Any) -> Any:
+        result = commit_claim(*args, **kwargs)
+        if not announced:
+            announced.append(1)
+            RedisLeaseStore(redis_client).announce("node-b")
+            _hear(a)  # delivered before the loop looks again
+        return result
+
+    monkeypatch.setattr("beat_engine.engine.commit_claim", commit_then_announce)
+    a.tick()  # takes every partition, loads them, claims the first batches
+    assert announced
+    first = JobRun.objects.filter(job__in=jobs).count()
+    assert 0 < first < len(jobs)
+    # The fake clock stands still, so only the message ended the loop; the next tick
+    # rebalances, then claims the rest.
+    a.tick()
+    assert JobRun.objects.filter(job__in=jobs).count() == len(jobs)
     a.shutdown()
 
 
