@@ -17,8 +17,11 @@ sent twice for one run is counted.
 Prints the longest time any partition had no owner, the publish lateness (p50, p99, max of
 the runs' ``lateness``, and the max while nodes left, joined, and workers restarted), firings
 missed and duplicated (runs and broker messages), and for the executed firings the missed and
-duplicate effects. With --write-docs, replaces the "## Rolling restart" section of
-docs/benchmarks.md and its records (source "bench-rolling") in docs/benchmarks.json.
+duplicate effects. .local/rolling-bench/result.json also holds, for reading against the nodes'
+log, each restart's instants (SIGTERM, the new process registered, its share back) and every
+second of the window whose worst firing was over 0.5 s late. With --write-docs, replaces the
+"## Rolling restart" section of docs/benchmarks.md and its records (source "bench-rolling") in
+docs/benchmarks.json.
 """
 
 from __future__ import annotations
@@ -140,6 +143,7 @@ def run(rate: int, executed_rate: int, steady_s: float, settle_s: float) -> dict
     import redis
     from django.conf import settings
 
+    from beat_engine.lease_keys import NODES_KEY
     from beat_engine.partitions import assign_partitions
     from bench.failover_targets import EFFECTS_TABLE, ensure_effects_table
     from tests.support.beat_nodes import broker_messages, message_args
@@ -176,18 +180,24 @@ def run(rate: int, executed_rate: int, steady_s: float, settle_s: float) -> dict
         sampler.start()
         time.sleep(steady_s)
         restarts: list[float] = []
+        marks: list[dict[str, Any]] = []
         for node in NODES:
             began = time.monotonic()
             procs[node].terminate()
             procs[node].wait(timeout=60)
-            spawned = time.monotonic()
-            phases["leave"].append((began, spawned))
             procs[node] = _start(node, log)
+            # The old process left the registry before it exited: the node is back in it
+            # once the new process has started and loaded its share (docs/engine.md).
+            _wait(lambda n=node: client.zscore(NODES_KEY, n) is not None, 180, f"{node} registered")
+            registered = time.monotonic()
+            phases["leave"].append((began, registered))
             _wait(lambda: _owners(client) == expected, 180, f"{node}'s partitions back")
             back = time.monotonic()
             restarts.append(back - began)
+            marks.append({"node": node, "sigterm": began - mono0,
+                          "registered": registered - mono0, "back": back - mono0})  # fmt: skip
             time.sleep(settle_s)
-            phases["join"].append((spawned, back + 1.0))
+            phases["join"].append((registered, back + 1.0))
         for i, worker in enumerate(workers):
             began = time.monotonic()
             worker.terminate()  # the main process only: Celery's warm shutdown
@@ -253,6 +263,15 @@ def run(rate: int, executed_rate: int, steady_s: float, settle_s: float) -> dict
         "SELECT count(*) - count(DISTINCT (job_id, scheduled_for)) FROM jobs_jobrun", []
     )[0]
     messages = Counter(message_args(m)[0] for m in broker_messages(client, HELD_QUEUE))
+    # Where the lateness was: each second of the window (from the first sample) whose worst
+    # firing was published more than half a second late, for reading against the marks.
+    timeline = _rows(
+        "SELECT floor(extract(epoch FROM scheduled_for - %s))::int AS s,"
+        " round(max(extract(epoch FROM lateness))::numeric, 3)::float, count(*)"
+        " FROM jobs_jobrun WHERE scheduled_for BETWEEN %s AND %s GROUP BY 1"
+        " HAVING max(extract(epoch FROM lateness)) > 0.5 ORDER BY 1",
+        [wall0, anchor, measured_until],
+    )
     return {
         "rate": rate,
         "executed_rate": rate // every,
@@ -277,6 +296,8 @@ def run(rate: int, executed_rate: int, steady_s: float, settle_s: float) -> dict
             for phase, spans in phases.items()
         },
         "restart_s": restarts,
+        "restart_marks_s": marks,
+        "late_seconds": [list(row) for row in timeline],
         # Other work shares this machine: the 1-minute load average at the end, for context.
         "load_1m": os.getloadavg()[0],
     }
@@ -322,14 +343,17 @@ def write_docs(r: dict[str, Any], command: str) -> None:
         "execution); the others go to a queue no worker reads, where the broker keeps every "
         "message, so a second message for a run would be counted.\n"
         f"Command: `{command}`\n\n"
-        "Each node in turn gets SIGTERM, hands its leases to the nodes that take them once it "
-        "has gone and leaves, and is started again with the same node id: it loads its share's "
-        "horizon, announces itself, and the holders hand its share back at their next tick "
-        '(docs/engine.md, "Hand-over"). Then each worker in turn gets SIGTERM (its main '
-        "process), finishes its running attempts and exits, and a new one is started. A thread "
-        "samples all 64 lease keys every 5 ms. Lateness by phase: the firings scheduled from "
-        "a node's SIGTERM to its new process's start (left), from that start to a second after "
-        "its share was back (joined), and through the worker restarts.\n\n"
+        "Each node in turn gets SIGTERM: it marks itself as leaving and keeps firing until the "
+        "nodes that will take its partitions have loaded their horizon and answered (at most "
+        "3 s), then hands its leases to them and leaves; it is started again with the same "
+        "node id: it loads its share's horizon, registers and announces itself, and the holders "
+        'hand its share back at their next tick (docs/engine.md, "Hand-over"). Then each '
+        "worker in turn gets SIGTERM (its main process), finishes its running attempts and "
+        "exits, and a new one is started. A thread samples all 64 lease keys every 5 ms. "
+        "Lateness by phase: the firings scheduled from a node's SIGTERM to its new process's "
+        "registration (left: the stop, the survivors' takeover, and the new process's start "
+        "while the survivors serve its share), from that registration to a second after its "
+        "share was back (joined), and through the worker restarts.\n\n"
         f"| figure | value |\n| --- | --- |\n{rows}\n"
     )
     replace_section(TITLE, body)
