@@ -1,4 +1,4 @@
-"""StagedHorizon: a joining node's share, loaded before it asks for it.
+"""StagedHorizon: partitions a node is about to take, loaded before it takes them.
 
 A node that takes a share of the partitions loads their horizon (a third of every job when
 it joins two others) before it can claim any of their firings: on this 2-core machine, under
@@ -9,6 +9,10 @@ engine seeds the heap from here and reads only the difference (the horizon's adv
 and the jobs the change feed named meanwhile). Entries the old owner claimed meanwhile are
 stale: the claim reads each job's row and puts it where it belongs (beat_engine/claims.py).
 Notifications lost meanwhile are covered as for any owner, by the periodic full reload.
+
+The same holds for the nodes that stay when one stops: the stopping node marks itself as
+leaving and keeps serving its partitions while each of them loads here the partitions it will
+take, and it hands them over once they have answered (docs/engine.md, "Hand-over").
 """
 
 from __future__ import annotations
