@@ -89,9 +89,12 @@ class ChangeFeed:
 
     def membership_changed(self) -> bool:
         """Whether a node joined, left or handed partitions over since the last drain: the
-        messages received so far are read (without blocking) and kept for the next drain."""
-        while self._read(0.0):
-            pass
+        messages received so far are read (without blocking) and kept for the next drain.
+        Called between claim batches: without a subscription (Redis unreachable) it reads
+        nothing, leaving the reconnection to the tick's drain and sleep."""
+        if self._pubsub is not None:
+            while self._read(0.0):
+                pass
         return self._pending.nodes_changed
 
     def drain(self) -> Changes:
