@@ -48,6 +48,13 @@ class FairDueHeap:
         self._turn: dict[int, int] = {}
         self._round = 0
         self._drained = False
+        # The turn of each entry handed out in the current drain and not yet claimed, and the
+        # highest turn of those the engine has put in a claim batch (``claiming``): how far
+        # the claims, not the pops, have gone through the rounds. A window of 20,000 entries
+        # is popped at once, so the round popped is its end; a newcomer measured against it
+        # would wait for the whole window (beat_engine/engine.py, _next_batch).
+        self._turn_of: dict[UUID, int] = {}
+        self._claimed = 0
 
     def __len__(self) -> int:
         return len(self._live)
@@ -96,6 +103,8 @@ class FairDueHeap:
             self._turn.clear()
             self._round = 0
             self._drained = False
+            self._turn_of.clear()
+            self._claimed = 0
         # (turn, head due_at, head sequence, tenant) of every tenant whose head is due.
         ready: list[tuple[int, datetime, int, int]] = []
         while self._heads and self._heads[0][0] <= now:
@@ -120,6 +129,7 @@ class FairDueHeap:
                 entry = head[2]
                 del self._live[entry.job_id]
                 taken.append(entry)
+                self._turn_of[entry.job_id] = turn
                 self._round = turn
                 turn += 1
                 run -= 1
@@ -138,12 +148,23 @@ class FairDueHeap:
         self._drained = len(taken) < limit
         return taken
 
+    def claiming(self, entries: Iterable[DueEntry]) -> None:
+        """``entries`` (handed out by pop_due or pop_behind) go into a claim batch now: the
+        rounds claimed have reached their turns."""
+        turn_of = self._turn_of
+        for entry in entries:
+            turn = turn_of.pop(entry.job_id, None)
+            if turn is not None and turn > self._claimed:
+                self._claimed = turn
+
     def pop_behind(self, now: datetime, limit: int) -> list[DueEntry]:
-        """While a drain is on: one due entry of each tenant served less than the current
-        round (one that fell due after the window being claimed was taken), at most ``limit``,
-        earliest first. The engine puts them ahead of that window, so such a firing waits for
-        one claim batch, not for the rest of the window; each counts as the tenant's turn in
-        the current round."""
+        """While a drain is on: one due entry of each tenant served less than the round being
+        claimed (``claiming``: one that fell due after the window being claimed was taken),
+        at most ``limit``, earliest first. The engine puts them ahead of that window, so such
+        a firing waits for one claim batch, not for the rest of the window; each counts as the
+        tenant's turn in the round being claimed, so the tenant's next firing comes out ahead
+        again once the claims have passed that round (one batch of a lone big tenant), not
+        only in the next window."""
         if not self._turn:
             return []
         behind: list[tuple[datetime, int, int]] = []
@@ -153,7 +174,7 @@ class FairDueHeap:
             if not self._valid(seq, tenant):
                 self._relist((due, seq, tenant))
                 continue
-            (behind if self._turn.get(tenant, 0) <= self._round else skipped).append(
+            (behind if self._turn.get(tenant, 0) <= self._claimed else skipped).append(
                 (due, seq, tenant)
             )
         for item in skipped:
@@ -168,7 +189,9 @@ class FairDueHeap:
             self._items -= 1
             del self._live[entry.job_id]
             taken.append(entry)
-            self._turn[tenant] = max(self._turn.get(tenant, 0), self._round) + 1
+            turn = max(self._turn.get(tenant, 0), self._claimed)
+            self._turn_of[entry.job_id] = turn
+            self._turn[tenant] = turn + 1
             head = self._head(tenant)
             if head is not None:
                 self._list(tenant, head)

@@ -166,3 +166,42 @@ def test_runs_released_from_the_hold_are_marked_before_the_sweep_looks(
     engine.shutdown()
     assert sent == Counter({str(run.id): 1 for run in JobRun.objects.all()})
     assert len(sent) == 8
+
+
+def test_a_lone_tenants_firings_due_while_a_burst_is_claimed_go_into_the_next_batch(
+    redis_client: redis.Redis,
+) -> None:
+    """A burst's window of 200 due entries is claimed one batch of 10 per tick, one second
+    per tick; the lone tenant's job falls due every 2 s meanwhile. Each of its firings is
+    claimed within two ticks of falling due (the batch in hand, then the next one), and none
+    is skipped, while the window is still being claimed: its firings do not wait for the rest
+    of the window."""
+    crowd_tenant, lone_tenant = tenant_factory(), tenant_factory()
+    crowd = [job_factory(crowd_tenant, interval=timedelta(hours=1)) for _ in range(2 * CROWD)]
+    lone = job_factory(lone_tenant, interval=timedelta(seconds=2), anchor_at=T0)
+    due = T0 + timedelta(seconds=1)
+    Job.objects.filter(id__in=[j.id for j in crowd]).update(next_fire_at=due, partition=1)
+    Job.objects.filter(id=lone.id).update(next_fire_at=due, partition=63)
+    clock = FakeClock(T0)
+    engine = make_engine(
+        clock, claim_batch=BATCH, fair_window=20 * BATCH, max_claims_per_tick=BATCH,
+        max_claim_s=60.0, broker_queue_bound=0,
+    )  # fmt: skip
+    engine.tick()
+    for _ in range(16):
+        clock.advance(timedelta(seconds=1))
+        engine.tick()
+    engine.shutdown()
+    # The window was still being claimed when the last lone firing came due.
+    crowd_claimed = JobRun.objects.filter(job__tenant=crowd_tenant).count()
+    assert crowd_claimed < 20 * BATCH
+    lone_runs = list(JobRun.objects.filter(job=lone).order_by("scheduled_for"))
+    instants = [(r.scheduled_for - T0).total_seconds() for r in lone_runs]
+    # Every firing from the first (1 s) to the one due 14 s after T0, none skipped.
+    assert instants[: len(instants)] == [1.0, *range(2, 2 * len(instants), 2)][: len(instants)]
+    assert instants[-1] >= 14
+    assert all(r.queued_at is not None for r in lone_runs)
+    assert [(r.queued_at - r.scheduled_for) <= timedelta(seconds=2) for r in lone_runs] == [
+        True
+    ] * len(lone_runs)
+

@@ -163,12 +163,40 @@ def test_a_firing_due_after_the_window_was_taken_comes_out_ahead_of_its_rest() -
     heap.push(first)
     window = heap.pop_due(T0 + timedelta(seconds=10), 50)
     assert first.job_id in {e.job_id for e in window[:2]}
+    heap.claiming(window[:10])
     assert heap.pop_behind(T0 + timedelta(seconds=10), 10) == []
     later = _entry(10, tenant=2)
     heap.push(later)
     assert [e.job_id for e in heap.pop_behind(T0 + timedelta(seconds=10), 10)] == [later.job_id]
     assert heap.pop_behind(T0 + timedelta(seconds=10), 10) == []
     assert {e.tenant for e in heap.pop_due(T0 + timedelta(seconds=10), 10)} == {1}
+
+
+def test_a_lone_tenants_every_firing_during_one_window_comes_out_one_batch_after_it() -> None:
+    """The window of a big tenant's burst is claimed batch by batch for many seconds; the lone
+    tenant's job falls due again and again meanwhile: each firing goes into the next batch,
+    not behind the rest of the window (the engine's order: pop_behind, then the batch)."""
+    heap = FairDueHeap()
+    heap.push_many(_entry(0, tenant=1) for _ in range(1000))
+    heap.push(_entry(0, tenant=2))
+    now = T0 + timedelta(seconds=1)
+    backlog = heap.pop_due(now, 500)
+    first, backlog = backlog[:10], backlog[10:]
+    assert 2 in {e.tenant for e in first}
+    heap.claiming(first)
+    for _batch in range(12):
+        now += timedelta(seconds=1)
+        later = _entry((now - T0).total_seconds(), tenant=2)
+        heap.push(later)
+        ahead = heap.pop_behind(now, 10)
+        # The lone tenant's new firing, and never the big tenant's next entries.
+        assert [e.job_id for e in ahead] == [later.job_id]
+        backlog[:0] = ahead
+        batch, backlog = backlog[:10], backlog[10:]
+        assert batch[0] is later
+        heap.claiming(batch)
+    assert len(backlog) == 490 - 12 * 10 + 12
+    assert {e.tenant for e in backlog} == {1}
 
 
 def test_nothing_is_behind_when_no_drain_is_on() -> None:
