@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from fractions import Fraction
 from typing import Generic, Protocol, TypeVar
@@ -52,10 +52,13 @@ R = TypeVar("R", bound=Holdable)
 
 
 class QueueRoom:
-    """Room left in each queue below ``bound`` (0: no bound), from depths the caller reads."""
+    """Room left in each queue below its bound (``bound`` 0: no bound), from depths the caller
+    reads; ``bound_of``, when given, says each queue's bound now (at most ``bound``: the
+    adaptive bound, beat_engine/drain_bound.py)."""
 
-    def __init__(self, bound: int) -> None:
+    def __init__(self, bound: int, bound_of: Callable[[str], int] | None = None) -> None:
         self.bound = bound
+        self._bound_of = bound_of
         # The last depth read plus what was pushed since: never below the real depth.
         self._estimate: dict[str, int] = {}
 
@@ -63,11 +66,16 @@ class QueueRoom:
     def enabled(self) -> bool:
         return self.bound > 0
 
+    def bound_for(self, queue: str) -> int:
+        if self._bound_of is None:
+            return self.bound
+        return min(self.bound, self._bound_of(queue))
+
     def must_read(self, queue: str, wanted: int) -> bool:
         """Whether pushing ``wanted`` more might pass the bound by the estimate (or there is
         no estimate yet): then the caller reads the depth and calls ``observed``."""
         estimate = self._estimate.get(queue)
-        return self.enabled and (estimate is None or estimate + wanted > self.bound)
+        return self.enabled and (estimate is None or estimate + wanted > self.bound_for(queue))
 
     def observed(self, queue: str, depth: int) -> None:
         self._estimate[queue] = depth
@@ -75,7 +83,8 @@ class QueueRoom:
     def room(self, queue: str) -> int:
         if not self.enabled:
             return 1 << 62
-        return max(0, self.bound - self._estimate.get(queue, self.bound))
+        bound = self.bound_for(queue)
+        return max(0, bound - self._estimate.get(queue, bound))
 
     def pushed(self, queue: str, count: int) -> None:
         if queue in self._estimate:

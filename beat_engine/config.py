@@ -82,6 +82,11 @@ class EngineConfig:
     # the queue drains (0: no bound); while it holds runs it looks at the depth this often.
     broker_queue_bound: int = 100_000
     backpressure_poll_s: float = 0.1
+    # Below broker_queue_bound, each queue's bound follows its measured drain rate: about
+    # this many seconds of the workers' work wait in the broker, and never fewer than
+    # broker_queue_min_bound messages (beat_engine/drain_bound.py); 0: the fixed bound only.
+    broker_queue_target_wait_s: float = 1.0
+    broker_queue_min_bound: int = 50
     # PostgreSQL ends this node's sessions idle this long inside a transaction (db_session.py).
     idle_tx_timeout_s: float = 10.0
     # How often the holder of partition 0 purges history past its retention
@@ -111,6 +116,8 @@ class EngineConfig:
             "republish_after_s": 2 * float(sched["RUN_LEASE_S"]),
             "low_priority_share": float(sched.get("LOW_PRIORITY_SHARE", 0.1)),
             "broker_queue_bound": int(sched.get("BROKER_QUEUE_MAX_DEPTH", 100_000)),
+            "broker_queue_target_wait_s": float(sched.get("BROKER_QUEUE_TARGET_WAIT_S", 1.0)),
+            "broker_queue_min_bound": int(sched.get("BROKER_QUEUE_MIN_BOUND", 50)),
             "idle_tx_timeout_s": float(sched.get("ENGINE_IDLE_TX_TIMEOUT_S", 10.0)),
             "history_purge_s": float(sched.get("HISTORY_PURGE_S", 300.0)),
         }

@@ -85,6 +85,8 @@ class BeatEngine:
         self._outbox = Outbox(
             publisher=publisher, clock=clock, node_id=config.node_id,
             mark_within_s=config.mark_within_s, queue_bound=config.broker_queue_bound,
+            queue_target_wait_s=config.broker_queue_target_wait_s,
+            queue_min_bound=config.broker_queue_min_bound,
             low_priority_share=config.low_priority_share,
         )  # fmt: skip
         self.ownership = Ownership(config=config, clock=clock, store=store)

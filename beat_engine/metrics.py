@@ -103,6 +103,15 @@ QUEUE_DEPTH = Gauge(
 )
 
 
+QUEUE_BOUND = Gauge(
+    "scheduler_queue_bound",
+    "Each broker queue's bound now, sized from its measured drain rate "
+    "(SCHEDULER_BROKER_QUEUE_TARGET_WAIT_S) and at most SCHEDULER_BROKER_QUEUE_MAX_DEPTH.",
+    ["queue"],
+    multiprocess_mode="max",
+)
+
+
 PUBLISHES_HELD_BACK = Counter(
     "scheduler_publishes_held_back_total",
     "Claimed runs held back because their broker queue was at its bound "
@@ -126,6 +135,10 @@ def set_held(held: HeldRuns[QueuedRun], queues: Iterable[str] = ()) -> None:
     """The held-back gauge of every queue with held runs, and of ``queues`` (0 once drained)."""
     for queue in {*queues, *held.queues()}:
         RUNS_HELD_BACK.labels(queue=queue).set(held.count(queue))
+
+
+def set_queue_bound(queue: str, bound: int) -> None:
+    QUEUE_BOUND.labels(queue=queue).set(bound)
 
 
 def count(counter: Counter, amount: int = 1) -> None:

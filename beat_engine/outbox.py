@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -14,6 +15,7 @@ import redis
 from beat_engine import metrics
 from beat_engine.backpressure import HeldRuns, QueueRoom
 from beat_engine.clock import Clock
+from beat_engine.drain_bound import DEFAULT_FLOOR, DrainBound
 from beat_engine.priority_order import DEFAULT_SHARE
 from beat_engine.publisher import Publisher, Pushed, QueuedRun, Rendered, mark_published
 from beat_engine.sweep import Swept
@@ -40,12 +42,26 @@ class Outbox:
         node_id: str,
         mark_within_s: float,
         queue_bound: int = 0,
+        queue_target_wait_s: float = 0.0,
+        queue_min_bound: int = DEFAULT_FLOOR,
         low_priority_share: float = float(DEFAULT_SHARE),
     ) -> None:
         self._publisher = publisher
+        # Below the fixed bound, each queue's bound follows its drain rate (a wait of about
+        # queue_target_wait_s behind it, beat_engine/drain_bound.py); 0: the fixed bound only.
+        self._drain: DrainBound | None = None
+        if queue_bound > 0 and queue_target_wait_s > 0:
+            self._drain = DrainBound(
+                cap=queue_bound, target_wait_s=queue_target_wait_s, floor=queue_min_bound
+            )
         # Backpressure (beat_engine/backpressure.py): runs held back while their queue is at
         # its bound, touched on the engine's thread only (send, send_on and release run there).
-        self._room = QueueRoom(queue_bound)
+        self._room = QueueRoom(queue_bound, self._drain.bound if self._drain else None)
+        # Messages pushed per queue, counted when the push returned (on whichever thread ran
+        # it): the drain rate's "pushed since the last reading". Counted at the admission
+        # instead, a push still in flight at a reading would count as drained.
+        self._landed: Counter[str] = Counter()
+        self._landed_lock = threading.Lock()
         # Runs that had been held were pushed and are not marked yet: queued long ago, they
         # would look lost to the sweep's unpublished branch, which flushes the marks first.
         self.released_unmarked = False
@@ -158,7 +174,7 @@ class Outbox:
                 logger.warning("beat.queue_depth_failed", exc_info=True)
                 return runs
             for queue in check:
-                self._room.observed(queue, depths[queue])
+                self._observed(queue, depths[queue])
         admitted: list[QueuedRun] = []
         for queue in wanted:
             group = [run for run in runs if run.queue == queue] if len(wanted) > 1 else runs
@@ -173,6 +189,17 @@ class Outbox:
             metrics.set_held(self.held)
         return admitted
 
+    def _observed(self, queue: str, depth: int) -> None:
+        self._room.observed(queue, depth)
+        if self._drain is not None:
+            with self._landed_lock:
+                pushed = self._landed[queue]
+            bound = self._drain.observed(
+                queue, depth=depth, pushed=pushed, mono=self._clock.monotonic(),
+                holding=self.held.waiting(queue),
+            )  # fmt: skip
+            metrics.set_queue_bound(queue, bound)
+
     def release_held(self) -> list[QueuedRun]:
         """Held runs whose queue has room now, in fair order, counted as pushed: the caller
         fences them and sends them with ``admitted=True``."""
@@ -186,7 +213,7 @@ class Outbox:
             return []
         released: list[QueuedRun] = []
         for queue in queues:
-            self._room.observed(queue, depths[queue])
+            self._observed(queue, depths[queue])
             out = self.held.release(queue, self._room.room(queue))
             self.released_unmarked = self.released_unmarked or bool(out)
             self._room.pushed(queue, len(out))
@@ -255,7 +282,12 @@ class Outbox:
     def _push(
         self, runs: list[QueuedRun], epochs: dict[int, int], rendered: Rendered | None
     ) -> Pushed:
-        return self._publisher.publish(runs, epochs=epochs, now=self._now, rendered=rendered)
+        pushed = self._publisher.publish(runs, epochs=epochs, now=self._now, rendered=rendered)
+        if self._drain is not None and pushed.run_ids:
+            landed = Counter(run.queue for run in runs)
+            with self._landed_lock:
+                self._landed.update(landed)
+        return pushed
 
     def _now(self) -> datetime:
         return self._clock.now()

@@ -249,6 +249,13 @@ SCHEDULER: dict[str, Any] = {
     # and holds the runs, queued in PostgreSQL, until it drains; 0 turns the bound off
     # (docs/limits.md, "Backpressure to the broker").
     "BROKER_QUEUE_MAX_DEPTH": env_int("SCHEDULER_BROKER_QUEUE_MAX_DEPTH", 100_000, minimum=0),
+    # Below it, each queue's bound follows its drain rate: about this many seconds of the
+    # workers' work wait in the broker (0: the fixed bound only), never fewer messages than
+    # the minimum (docs/limits.md, "Backpressure to the broker").
+    "BROKER_QUEUE_TARGET_WAIT_S": env_float(
+        "SCHEDULER_BROKER_QUEUE_TARGET_WAIT_S", 1.0, minimum=0.0
+    ),
+    "BROKER_QUEUE_MIN_BOUND": env_int("SCHEDULER_BROKER_QUEUE_MIN_BOUND", 50, minimum=1),
     # How long a statement that is safe to repeat is tried again while no PostgreSQL primary
     # answers (jobs/db_failover.py): longer than a promotion takes, shorter than a run lease
     # would make a repeated outcome write pointless (docs/operations.md, "PostgreSQL failover").

@@ -20,7 +20,7 @@ import redis
 from beat_engine.publisher import PRIORITY_STEPS, queue_key
 from jobs.models import Job, JobRun
 from jobs.states import RunState
-from tests.support.beat_nodes import make_engine, message_args
+from tests.support.beat_nodes import broker_messages, make_engine, message_args
 from tests.support.clock import FakeClock
 from tests.support.factories import T0, job_factory, tenant_factory
 
@@ -205,3 +205,47 @@ def test_a_lone_tenants_firings_due_while_a_burst_is_claimed_go_into_the_next_ba
         True
     ] * len(lone_runs)
 
+
+def test_the_adaptive_bound_keeps_about_one_second_of_the_workers_work_in_the_broker(
+    redis_client: redis.Redis,
+) -> None:
+    """A crowd of 300 runs claimed at once, a fixed bound (1,000) that they fit under, and
+    "workers" that take 3 messages per 0.1 s (RPOP, 30 runs/s): the bound follows the drain
+    rate, so the broker holds about 30 messages (a second of work), not the crowd, and the
+    lone tenant's later firings wait behind about that many messages, each sent once."""
+    crowd_tenant, lone_tenant = tenant_factory(), tenant_factory()
+    crowd = [job_factory(crowd_tenant, interval=timedelta(hours=1)) for _ in range(300)]
+    lone = job_factory(lone_tenant, interval=timedelta(seconds=2), anchor_at=T0)
+    due = T0 + timedelta(seconds=1)
+    Job.objects.filter(id__in=[j.id for j in crowd]).update(next_fire_at=due, partition=1)
+    Job.objects.filter(id=lone.id).update(next_fire_at=due, partition=63)
+    clock = FakeClock(T0)
+    engine = make_engine(
+        clock, broker_queue_bound=1_000, broker_queue_target_wait_s=1.0,
+        broker_queue_min_bound=5, backpressure_poll_s=0.1,
+    )  # fmt: skip
+    engine.tick()
+    taken: list[str] = []
+    depths: list[int] = []
+    # For each run: the most messages ever ahead of it in the broker (taken before it).
+    ahead: dict[str, int] = {}
+    for _ in range(120):
+        clock.advance(timedelta(seconds=0.1))
+        engine.tick()
+        waiting = [str(message_args(m)[0]) for m in broker_messages(redis_client)]
+        depths.append(len(waiting))
+        for position, run_id in enumerate(waiting):
+            ahead[run_id] = max(ahead.get(run_id, 0), position)
+        taken.extend(_take(redis_client, 3))
+    engine.shutdown()
+    taken.extend(_take(redis_client, 10_000))
+    # The broker never held more than the bound sized from 30 runs/s (plus the rounding of
+    # the 0.1 s steps), far below the crowd that fits under the fixed bound.
+    assert max(depths) <= 36
+    assert len(taken) > 300
+    lone_runs = list(JobRun.objects.filter(job=lone).order_by("scheduled_for"))
+    instants = [(r.scheduled_for - T0).total_seconds() for r in lone_runs]
+    assert instants[:6] == [1.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    # Each lone run waited behind about a second of the workers' work at most, not the crowd.
+    assert [ahead[str(r.id)] <= 36 for r in lone_runs[:6]] == [True] * 6
+    assert Counter(taken) == Counter({str(run.id): 1 for run in JobRun.objects.all()})

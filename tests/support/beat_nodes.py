@@ -33,7 +33,12 @@ ENGINES_MADE: list[BeatEngine] = []
 
 
 def make_engine(clock: Clock, node_id: str = "node-a", **overrides: Any) -> BeatEngine:
-    """An engine without a change feed: tests drive it with tick() and a FakeClock."""
+    """An engine without a change feed: tests drive it with tick() and a FakeClock.
+
+    The broker queue's bound is the fixed one unless a test asks for the adaptive one
+    (``broker_queue_target_wait_s``): no worker drains these queues, and a drain rate measured
+    on a clock the test moves by whole seconds would size the bound from nothing."""
+    overrides.setdefault("broker_queue_target_wait_s", 0.0)
     config = EngineConfig.from_settings(node_id=node_id, **overrides)
     client = redis.Redis.from_url(config.redis_url)
     engine = BeatEngine(
@@ -101,6 +106,9 @@ class BeatNode:
         env["DATABASE_URL"] = test_database_url()
         env["REDIS_URL"] = settings.REDIS_URL
         env.pop("CELERY_BROKER_URL", None)
+        # The fixed queue bound unless a test asks for the adaptive one: fault scenarios stop
+        # the workers, or have none, and count every message the nodes push.
+        env.setdefault("SCHEDULER_BROKER_QUEUE_TARGET_WAIT_S", "0")
         env.update(self.env_overrides)
         self.starts += 1
         log = self.log_path.open("ab")
