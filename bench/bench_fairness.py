@@ -2,16 +2,20 @@
 workers (run by hand).
 
     .venv/bin/python bench/bench_fairness.py [--a-jobs 200000] [--b-interval-s 10]
-        [--bound 2000] [--workers 2] [--concurrency 2] [--write-docs]
+        [--bound 100000] [--target-wait-s 1] [--observe-s 300] [--workers 2]
+        [--concurrency 2] [--write-docs]
 
 Starts its own embedded PostgreSQL and Redis in .local/fairness-bench, seeds tenant A with
 ``--a-jobs`` jobs and tenant B with one job (every ``--b-interval-s``), all due at the same
 instant, starts one `manage.py beat_engine` node (the broker queue bounded at ``--bound``
-messages, SCHEDULER_BROKER_QUEUE_MAX_DEPTH; 0: no bound) and ``--workers`` Celery workers,
-which A's backlog saturates. Waits until every run of A has finished, sampling the broker's
-depth and Redis's used_memory. Prints B's publish and start lateness at the instant and at
-each of its later firings while A drains, and A's drain time. With --write-docs it replaces
-the "## Fairness under a burst" section of docs/benchmarks.md and its records (source
+messages at most, SCHEDULER_BROKER_QUEUE_MAX_DEPTH; 0: no bound; below it the bound adapts to
+the queue's drain rate, ``--target-wait-s`` of it, SCHEDULER_BROKER_QUEUE_TARGET_WAIT_S; 0: the
+fixed bound only) and ``--workers`` Celery workers, which A's backlog saturates. Waits until
+every run of A has finished, or for ``--observe-s`` seconds after the instant (A's backlog
+still draining: 200,000 runs take over an hour at the 40 runs/s of two small workers), sampling
+the broker's depth and Redis's used_memory. Prints B's publish and start lateness at the
+instant and at each of its later firings while A drains, and A's drain time. With --write-docs
+it replaces the "## Fairness under a burst" section of docs/benchmarks.md and its records (source
 "bench-fairness") in docs/benchmarks.json.
 """
 
@@ -95,11 +99,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     anchor = SystemClock().now() + timedelta(seconds=20)
     a_id, b_id = _seed(args.a_jobs, args.b_interval_s, anchor)
-    env = {**os.environ, "SCHEDULER_BROKER_QUEUE_MAX_DEPTH": str(args.bound)}
+    env = {**os.environ, "SCHEDULER_BROKER_QUEUE_MAX_DEPTH": str(args.bound),
+           "SCHEDULER_BROKER_QUEUE_TARGET_WAIT_S": str(args.target_wait_s)}  # fmt: skip
     client = _broker()
     procs: list[subprocess.Popen[bytes]] = []
     result: dict[str, Any] = {
         "a_jobs": args.a_jobs, "b_interval_s": args.b_interval_s, "bound": args.bound,
+        "target_wait_s": args.target_wait_s, "observe_s": args.observe_s,
         "workers": args.workers, "concurrency": args.concurrency,
         "measured_at": f"{datetime.now(UTC):%Y-%m-%d %H:%M}",
     }  # fmt: skip
@@ -120,6 +126,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         unfinished = "SELECT count(*) FROM jobs_jobrun WHERE tenant_id = %s AND finished_at IS NULL"
         deadline = time.monotonic() + args.timeout_s
         start = time.monotonic()
+        drained = False
         while time.monotonic() < deadline:
             time.sleep(0.5)
             now = SystemClock().now()
@@ -128,15 +135,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             int(info["used_memory"]) / 2**20))  # fmt: skip
             if now < anchor + timedelta(seconds=5):
                 continue
+            if args.observe_s and now >= anchor + timedelta(seconds=args.observe_s):
+                break
             claimed = _sql("SELECT count(*) FROM jobs_jobrun WHERE tenant_id = %s", [a_id])[0][0]
             left = _sql(unfinished, [a_id])[0][0]
             if claimed >= args.a_jobs and left == 0:
+                drained = True
                 break
         else:
             raise SystemExit("bench timed out before A's burst drained")
         result["wall_s"] = time.monotonic() - start
-        # B's job keeps firing while A drains: one more firing after the drain, then stop.
-        time.sleep(args.b_interval_s + 5)
+        result["drained"] = drained
+        if drained:
+            # B's job keeps firing while A drains: one more firing after the drain, then stop.
+            time.sleep(args.b_interval_s + 5)
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -144,13 +156,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for proc in procs:
             proc.wait(timeout=120)
     result["samples"] = samples
+    # Only B's firings due while the bench watched (a firing due as it stopped is cut off).
+    result["observed_until_s"] = samples[-1][0] if samples else 0.0
     result["b_runs"] = [
         ((sched - anchor).total_seconds(), _seconds(lateness), _seconds(start_lag))
         for sched, lateness, start_lag in _sql(
             "SELECT scheduled_for, lateness, start_lag FROM jobs_jobrun WHERE tenant_id = %s"
             " ORDER BY scheduled_for", [b_id])
+        if (sched - anchor).total_seconds() <= result["observed_until_s"] - 3
     ]  # fmt: skip
     (a_n, a_done, a_last_queued, a_last_finished, a_p50, a_p99, a_max) = _sql(
+        # Lateness of the runs published while the bench watched (the others are unpublished).
         """SELECT count(*), count(*) FILTER (WHERE state = 'succeeded'),
                   extract(epoch FROM max(queued_at) - %s),
                   extract(epoch FROM max(finished_at) - %s),
@@ -162,8 +178,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )[0]
     result.update({
         "a_runs": a_n, "a_succeeded": a_done, "a_claimed_within_s": float(a_last_queued),
-        "a_drained_within_s": float(a_last_finished), "a_lateness_p50": float(a_p50),
-        "a_lateness_p99": float(a_p99), "a_lateness_max": float(a_max),
+        "a_drained_within_s": float(a_last_finished) if drained else None,
+        "a_lateness_p50": float(a_p50), "a_lateness_p99": float(a_p99),
+        "a_lateness_max": float(a_max),
+        "a_started": _sql("SELECT count(*) FROM jobs_jobrun WHERE tenant_id = %s"
+                          " AND started_at IS NOT NULL", [a_id])[0][0],
         "a_duplicate_attempts": _sql(
             "SELECT count(*) FROM jobs_runattempt a JOIN jobs_jobrun r ON r.id = a.run_id"
             " WHERE r.tenant_id = %s AND a.attempt > 1", [a_id])[0][0],
@@ -179,9 +198,22 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _span(b_runs: list[Any]) -> str:
+    pub = [b[1] for b in b_runs if b[1] is not None]
+    start = [b[2] for b in b_runs if b[2] is not None]
+    unstarted = len(b_runs) - len(start)
+    return (
+        f"{len(b_runs)} / {_fmt(max(pub)) if pub else '-'} / {_fmt(max(start)) if start else '-'}"
+        + (f" ({unstarted} not started)" if unstarted else "")
+    )
+
+
 def figures(r: dict[str, Any]) -> dict[str, str]:
     first = r["b_runs"][0]
-    during = [b for b in r["b_runs"][1:] if b[0] <= r["a_drained_within_s"]]
+    drained_s = r["a_drained_within_s"]
+    during = [b for b in r["b_runs"][1:] if drained_s is None or b[0] <= drained_s]
+    claims = [b for b in during if b[0] <= r["a_claimed_within_s"]]
+    after = [b for b in during if b[0] > r["a_claimed_within_s"]]
     pub = [b[1] for b in during if b[1] is not None]
     start = [b[2] for b in during if b[2] is not None]
     depths = [d for _, d, _ in r["samples"]]
@@ -189,6 +221,9 @@ def figures(r: dict[str, Any]) -> dict[str, str]:
     return {
         "tenant A: jobs due at the instant": f"{r['a_jobs']:,}",
         "broker queue bound (messages)": f"{r['bound']:,}" if r["bound"] else "none",
+        "adaptive bound: target wait (s)": (
+            f"{r.get('target_wait_s', 0):g}" if r.get("target_wait_s") else "off"
+        ),
         "workers x processes": f"{r['workers']} x {r['concurrency']}",
         "B at the instant: published / started (s after due)":
             f"{_fmt(first[1])} / {_fmt(first[2])}",
@@ -197,10 +232,18 @@ def figures(r: dict[str, Any]) -> dict[str, str]:
             _fmt(max(pub)) if pub else "-",
         "B's later firings while A drained: start lateness max (s)":
             _fmt(max(start)) if start else "-",
+        "B's firings while A was being claimed: count / publish max / start max (s)":
+            _span(claims),
+        "B's firings after A's claims, A still draining: count / publish max / start max (s)":
+            _span(after),
         "A: all claimed within (s after due)": f"{r['a_claimed_within_s']:.1f}",
-        "A: all finished within (s after due, drain time)": f"{r['a_drained_within_s']:.1f}",
-        "A: runs / succeeded / second attempts": (
-            f"{r['a_runs']:,} / {r['a_succeeded']:,} / {r['a_duplicate_attempts']}"
+        "A: all finished within (s after due, drain time)": (
+            f"{drained_s:.1f}" if drained_s is not None
+            else f"not drained: watched for {r['observed_until_s']:.0f} s"
+        ),
+        "A: runs / started / succeeded / second attempts": (
+            f"{r['a_runs']:,} / {r.get('a_started', r['a_runs']):,} / {r['a_succeeded']:,}"
+            f" / {r['a_duplicate_attempts']}"
         ),
         "A: publish lateness p50 / p99 / max (s)": (
             f"{r['a_lateness_p50']:.1f} / {r['a_lateness_p99']:.1f} / {r['a_lateness_max']:.1f}"
@@ -244,11 +287,14 @@ def write_docs(runs: list[tuple[dict[str, Any], str]]) -> None:
         for name, value, unit in (
             ("b_publish_lateness", first[1], "s"), ("b_start_lateness", first[2], "s"),
             ("a_drain", r["a_drained_within_s"], "s"),
+            ("b_later_start_lateness_max",
+             max((b[2] for b in r["b_runs"][1:] if b[2] is not None), default=None), "s"),
             ("a_claimed", r["a_claimed_within_s"], "s"),
             ("redis_used_memory_max", max(m for _, _, m in r["samples"]), "MiB"),
         ):  # fmt: skip
             records.append({"source": SOURCE, "scheduler": "ours-1", "scenario": "burst",
-                            "n": r["a_jobs"], "bound": r["bound"], "metric": name,
+                            "n": r["a_jobs"], "bound": r["bound"],
+                            "target_wait_s": r.get("target_wait_s", 0), "metric": name,
                             "value": value, "unit": unit})  # fmt: skip
     replace_records(SOURCE, records)
 
@@ -257,7 +303,14 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--a-jobs", type=int, default=200_000)
     parser.add_argument("--b-interval-s", type=int, default=10)
-    parser.add_argument("--bound", type=int, default=2000)
+    parser.add_argument("--bound", type=int, default=100_000)
+    parser.add_argument("--target-wait-s", type=float, default=1.0)
+    parser.add_argument(
+        "--observe-s",
+        type=float,
+        default=0.0,
+        help="stop this long after the instant, A drained or not (0: wait for A to drain)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--timeout-s", type=float, default=3600.0)
@@ -277,7 +330,7 @@ def main() -> int:
     finally:
         services.stop()
     command = "python " + " ".join(sys.argv)
-    out = LOG_DIR / f"result-{args.a_jobs}-{args.bound}.json"
+    out = LOG_DIR / f"result-{args.a_jobs}-{args.bound}-{args.target_wait_s:g}.json"
     out.write_text(json.dumps({"result": result, "command": command}))
     for t, published, started in result["b_runs"]:
         print(f"B due at +{t:6.0f}s  published {_fmt(published)} s  started {_fmt(started)} s")
