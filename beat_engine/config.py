@@ -71,6 +71,10 @@ class EngineConfig:
     # A partition taken over from a dead node first loads only what is due this soon (its
     # first claims are the firings it missed), and the rest of its horizon at the next tick.
     takeover_load_s: float = 1.0
+    # Its overdue firings are claimed before anything else, the first batch of them at most
+    # this many jobs: a replay_all job brings every firing it missed, so a full claim_batch
+    # of them was a catch-up of thousands of firings pushed only once all were written.
+    takeover_first_batch: int = 100
     # The lease keeper renews on its own thread only while the engine's loop came round
     # within this long (beat_engine/lease_keeper.py): a hung loop's partitions fail over.
     keeper_stall_s: float = 30.0

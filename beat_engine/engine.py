@@ -104,6 +104,10 @@ class BeatEngine:
         # Due entries already taken off the heap and put in tenant-fair order, claimed a batch
         # at a time; only non-empty while more than one batch is due.
         self._backlog: list[DueEntry] = []
+        # Due entries of partitions just taken (the firings nobody served while they had no
+        # owner), oldest first: claimed ahead of the backlog and of a carried batch.
+        self._overdue: list[DueEntry] = []
+        self._overdue_first = False
         # Whose turn it is in a backlog's priority order: the reserved share for the lowest
         # priority goes on from one backlog to the next.
         self._claim_turns = ReservedShare(config.low_priority_share)
@@ -161,7 +165,9 @@ class BeatEngine:
         now = self.clock.now()
         if gained:
             self._take_over(now, gained)
-        if mono >= self._next_refresh_mono:
+        elif mono >= self._next_refresh_mono:
+            # Not in a tick that took partitions over: their overdue firings are claimed
+            # first, and a refresh of every partition would hold them up; the next tick does it.
             self._refresh(now, None)
         if changes is not None:
             self._take_changes(changes, mono)
@@ -198,6 +204,12 @@ class BeatEngine:
         # lateness. Before the horizon is loaded: they are the most overdue and need no
         # horizon. A push of the old owner's that raced ours makes a second message of the
         # same run, which the worker's compare-and-set drops.
+        # A node already serving partitions claims the jobs of those it takes that are due
+        # now (the firings missed while nobody owned them) first, in a small first batch
+        # (_claim_due): ahead of its own backlog and of the batch it carried over, and never
+        # as one catch-up of thousands of firings pushed only once all of it is written. A
+        # node taking its first partitions (starting) claims in the heap's fair order.
+        self._overdue_first = len(self.leases) > len(gained)
         self._sweep(now, only=gained, unpublished_after=timedelta(0))
         self._load_taken(now, gained)
         if self.ownership.waiting_for:
@@ -205,8 +217,14 @@ class BeatEngine:
             # rather than after this tick's claims (docs/engine.md, "Hand-over").
             handed = self.ownership.take_waiting()
             if handed:
-                self._load_taken(now, handed)
                 self._sweep(now, only=handed, unpublished_after=timedelta(0))
+                self._load_taken(now, handed)
+        if self._overdue:
+            # Oldest first, then the backlog's priority and tenant order.
+            self._overdue.sort()
+            self._overdue = interleave_by_tenant(
+                order_by_priority(self._overdue, priority_of=_priority, share=self._claim_turns)
+            )
 
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set, then release every lease at once."""
@@ -342,9 +360,10 @@ class BeatEngine:
         gone = list(partitions)
         self.heap.drop_partitions(gone)
         self._outbox.drop_held(gone)
-        if gone and self._backlog:
+        if gone and (self._backlog or self._overdue):
             dropped = frozenset(gone)
             self._backlog = [e for e in self._backlog if e.partition not in dropped]
+            self._overdue = [e for e in self._overdue if e.partition not in dropped]
         for partition in gone:
             self._loaded_until.pop(partition, None)
 
@@ -366,7 +385,12 @@ class BeatEngine:
         until = now + timedelta(seconds=self.config.lookahead_s)
         after = None if full else self._loaded_until
         page = load_horizon(parts, until=until, page=self.config.horizon_page, after=after)
-        self.heap.push_many(page.entries)
+        entries = page.entries
+        if self._overdue:
+            # Not a second entry for a job whose overdue entry is still to be claimed.
+            waiting = {e.job_id for e in self._overdue}
+            entries = [e for e in entries if e.job_id not in waiting]
+        self.heap.push_many(entries)
         self._loaded_until.update(page.loaded_until)
         if only is None:
             self._next_refresh_mono = mono + self.config.refresh_s
@@ -388,14 +412,14 @@ class BeatEngine:
             self._load_near(now, rest)
         if not staged.loaded_until:
             return
-        self.heap.push_many(staged.entries)
+        self._push_taken(now, staged.entries)
         self._loaded_until.update(staged.loaded_until)
         until = now + timedelta(seconds=self.config.lookahead_s)
         page = load_horizon(
             staged.loaded_until, until=until, page=self.config.horizon_page,
             after=staged.loaded_until,
         )  # fmt: skip
-        self.heap.push_many(page.entries)
+        self._push_taken(now, page.entries)
         self._loaded_until.update(page.loaded_until)
         if staged.changed:
             self._reload_jobs(staged.changed)
@@ -408,9 +432,18 @@ class BeatEngine:
         each partition's loaded_until."""
         until = now + timedelta(seconds=self.config.takeover_load_s)
         page = load_horizon(taken, until=until, page=self.config.horizon_page)
-        self.heap.push_many(page.entries)
+        self._push_taken(now, page.entries)
         self._loaded_until.update(page.loaded_until)
         self._next_refresh_mono = min(self._next_refresh_mono, self.clock.monotonic())
+
+    def _push_taken(self, now: datetime, entries: Iterable[DueEntry]) -> None:
+        """A taken partition's entries: those due by ``now`` are overdue, claimed first
+        (_claim_due) when this node serves other partitions too; the others go to the heap."""
+        for entry in entries:
+            if self._overdue_first and entry.due_at <= now:
+                self._overdue.append(entry)
+            else:
+                self.heap.push(entry)
 
     def _take_changes(self, changes: Changes, mono: float) -> None:
         if changes.jobs:
@@ -426,9 +459,10 @@ class BeatEngine:
         mine = [job for job, partition in jobs.items() if partition in self.leases]
         for job in mine:
             self.heap.discard(job)
-        if self._backlog:
+        if self._backlog or self._overdue:
             changed = frozenset(mine)
             self._backlog = [e for e in self._backlog if e.job_id not in changed]
+            self._overdue = [e for e in self._overdue if e.job_id not in changed]
         self._push_within_horizon(load_jobs(mine))
 
     def _push_within_horizon(self, entries: Iterable[DueEntry]) -> None:
@@ -477,13 +511,23 @@ class BeatEngine:
         self._stop_claims_at = min(
             self.clock.monotonic() + self.config.max_claim_s, self.ownership.next_due_mono
         )
-        current = self._resume_carried() or self._take_batch(ahead=False)
+        # The overdue firings of partitions just taken over go first, then a batch carried
+        # over from the last tick (it waits one batch, prepared meanwhile).
+        current = (
+            self._take_overdue(self.config.takeover_first_batch)
+            or self._resume_carried()
+            or self._take_batch(ahead=False)
+        )
         ahead: ClaimBatch | None = None
         try:
             while current is not None:
                 claimed += len(current.entries)
-                if self._backlog and self._may_claim_more(claimed):
-                    ahead = self._take_batch(ahead=True)
+                if self._more_queued() and self._may_claim_more(claimed):
+                    ahead = (
+                        self._take_overdue(self.config.claim_batch, ahead=True)
+                        or self._resume_carried()
+                        or self._take_batch(ahead=True)
+                    )
                 self._commit(current)
                 if ahead is not None:
                     # Firings that fell due during that claim, of tenants behind the round
@@ -495,7 +539,7 @@ class BeatEngine:
                     # No backlog: whatever fell due meanwhile (a steady arrival rate).
                     ahead = self._take_batch(ahead=False)
                 current, ahead = ahead, None
-            if self._backlog:
+            if self._backlog and self._carried is None:
                 # Out of time with more due: the next tick's first batch is prepared while
                 # this tick renews leases and fires timers, so the pipeline never drains.
                 self._carried = self._take_batch(ahead=True)
@@ -515,7 +559,19 @@ class BeatEngine:
                 self._outbox.collect()
             finally:
                 self._preparer.release_connection(wait=self._carried is None)
-        return bool(self._backlog) or self._carried is not None or self._head_due()
+        return self._more_queued() or self._head_due()
+
+    def _more_queued(self) -> bool:
+        """More than the batch in hand waits: overdue entries, a backlog or a carried batch."""
+        return bool(self._overdue or self._backlog) or self._carried is not None
+
+    def _take_overdue(self, limit: int, *, ahead: bool = False) -> ClaimBatch | None:
+        """Up to ``limit`` of the overdue entries of partitions just taken over, as a batch
+        (prepared now, or on the preparing thread when ``ahead``)."""
+        if not self._overdue:
+            return None
+        due, self._overdue = self._overdue[:limit], self._overdue[limit:]
+        return self._batch_of(due, ahead=ahead)
 
     def _resume_carried(self) -> ClaimBatch | None:
         """The batch prepared at the end of the last tick, if its partitions are still ours
@@ -570,6 +626,18 @@ class BeatEngine:
             due = self._next_batch(now)
         if not due:
             return None
+        return self._batch_of(due, ahead=ahead, mono=mono, now=now)
+
+    def _batch_of(
+        self,
+        due: list[DueEntry],
+        *,
+        ahead: bool,
+        mono: float | None = None,
+        now: datetime | None = None,
+    ) -> ClaimBatch | None:
+        mono = self.clock.monotonic() if mono is None else mono
+        now = self.clock.now() if now is None else now
         epochs = self.ownership.usable_epochs(mono)
         if any(e.partition not in epochs for e in due):
             # A held lease past its local deadline: give the entries back and let the next

@@ -1,6 +1,8 @@
 """A node looks at the registry again when another node's registration would run out, not at
 its own next renewal, so a dead node's partitions are taken within the TTL of its last renewal
-(beat_engine/ownership.py, ``_peer_lapse_mono``); against real Redis and PostgreSQL.
+(beat_engine/ownership.py, ``_peer_lapse_mono``), and their overdue firings are claimed and
+pushed before the taker's own backlog (beat_engine/engine.py, ``_take_over``); against real
+Redis and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from datetime import timedelta
 import pytest
 import redis
 
+from beat_engine.partitions import assign_partitions
 from beat_engine.redis_leases import RedisLeaseStore
-from tests.support.beat_nodes import make_engine
+from jobs.models import Job
+from tests.support.beat_nodes import broker_messages, make_engine
 from tests.support.clock import FakeClock
-from tests.support.factories import T0
+from tests.support.factories import T0, job_factory, tenant_factory
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -59,4 +63,44 @@ def test_a_live_node_costs_no_extra_look(redis_client: redis.Redis) -> None:
     engine.ownership.maintain(clock.monotonic())
     wait = engine.ownership.next_due_mono - clock.monotonic()
     assert wait == pytest.approx(engine.config.lease_renew_s)
+    engine.shutdown()
+
+
+def test_a_dead_nodes_overdue_firings_go_out_before_the_takers_own_backlog(
+    redis_client: redis.Redis,
+) -> None:
+    # One claim batch per tick, so node-a carries its own backlog from tick to tick.
+    clock = FakeClock(T0)
+    engine = make_engine(clock, node_id="node-a", claim_batch=5, max_claims_per_tick=5)
+    other = RedisLeaseStore(redis.Redis.from_url(engine.config.redis_url))
+    share_b = assign_partitions(engine.config.partitions, ["node-a", "node-b"])["node-b"]
+    tenant = tenant_factory()
+    own: list[Job] = []
+    dead: list[Job] = []
+    while len(own) < 20 or len(dead) < 4:
+        job = job_factory(tenant, interval=timedelta(hours=1))
+        mine = job.partition not in share_b
+        if (mine and len(own) < 20) or (not mine and len(dead) < 4):
+            (own if mine else dead).append(job)
+        else:
+            job.delete()
+    # node-a's 20 are due first; node-b's 4 fell due later, while node-b was dying.
+    Job.objects.filter(id__in=[j.id for j in own]).update(next_fire_at=T0)
+    Job.objects.filter(id__in=[j.id for j in dead]).update(
+        next_fire_at=T0 + timedelta(milliseconds=500)
+    )
+
+    other.heartbeat("node-b", LEFT_MS)
+    engine.tick()  # node-a's share: 5 of its 20 claimed, the next 5 carried over
+    assert len(engine.leases) == engine.config.partitions - len(share_b)
+    assert len(broker_messages(redis_client)) == 5
+    wait_until(lambda: "node-b" not in other.live_nodes(), what="node-b's registration to lapse")
+    clock.advance(timedelta(seconds=1))
+    engine.tick()  # takes node-b's share
+
+    assert len(engine.leases) == engine.config.partitions
+    pushed = [m["headers"]["sched_partition"] for m in broker_messages(redis_client)[5:]]
+    # node-b's overdue firings went out first, then node-a's own backlog went on.
+    assert [p in share_b for p in pushed] == [True] * 4 + [False] * (len(pushed) - 4)
+    assert len(pushed) > 4
     engine.shutdown()
