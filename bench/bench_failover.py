@@ -323,6 +323,7 @@ def measure(args: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         services.stop()
     if args.save is not None:
         saved = {
+            "argv": list(sys.argv),
             "kills": kills,
             "spike": spiked,
             "args": {k: getattr(args, k) for k in _SAVED_ARGS},

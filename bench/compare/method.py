@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bench.compare.contender import Contender
+from bench.compare.workload import FAILOVER_LEASE_S, FAILOVER_RENEW_S, REDBEAT_MAX_LOOP_S
 
 
 def method(chosen: list[Contender]) -> list[str]:
@@ -57,16 +58,19 @@ def method(chosen: list[Contender]) -> list[str]:
         "- **Failover** (ours-2 and RedBeat; the others have no takeover): the steady "
         "workload with a `kill -9` of the process holding the work at `kill at` seconds. "
         "Ours: two nodes, and the victim is the one holding most partition leases "
-        "(`sched:lease:{partition}` in Redis) at that instant; lease TTL 10 s "
-        "(`SCHEDULER_LEASE_TTL_S`, the default, renewed every 3 s). The jobs use "
+        "(`sched:lease:{partition}` in Redis) at that instant; lease TTL "
+        f"{FAILOVER_LEASE_S:g} s (`SCHEDULER_LEASE_TTL_S`, renewed every {FAILOVER_RENEW_S:g} "
+        "s; `BENCH_FAILOVER_LEASE_S` sets it, 10 s by default as the engine's). The jobs use "
         "`catchup_policy=replay_all`, so the survivor, once the victim's leases expired, "
         "fires every firing missed meanwhile (the default `skip` would fire only the latest "
         "of each job and count the rest as missed). RedBeat: two `celery beat` processes, "
         "the second blocked on RedBeat's lock `redbeat::lock`; the victim is the one that "
-        "ticked. `redbeat_lock_timeout` is set to 10 s like our TTL (its default is 5 x "
-        "`beat_max_loop_interval`), and `beat_max_loop_interval` to 5 s, which is also how "
-        "often the standby retries the lock (celery's default, 300 s, would leave it "
-        "blocked for minutes). RedBeat has no catch-up: after the takeover each overdue "
+        f"ticked. `redbeat_lock_timeout` is set to {FAILOVER_LEASE_S:g} s like our TTL (its "
+        "default is 5 x `beat_max_loop_interval`), and `beat_max_loop_interval` to "
+        f"{REDBEAT_MAX_LOOP_S:g} s, which is also how often the standby retries the lock "
+        "(celery's default, 300 s, would leave it blocked for minutes) and the longest the "
+        "holder sleeps between the ticks that extend its lock, so it stays below the lock "
+        "timeout. RedBeat has no catch-up: after the takeover each overdue "
         "entry fires once, at once, and re-anchors its interval there.",
         "- *Resume*: kill to the first publish of a firing from the victim's work (ours: "
         "jobs in its partitions, the survivor's own keep firing; RedBeat: any). *Missed*, "
@@ -138,8 +142,9 @@ def caveats() -> list[str]:
         "lock, and a takeover would take that long. The quick profile's failover runs at 200 "
         "firings/s, which RedBeat sustains, and has takeover figures.",
         "- *Failover* is one kill per run, at one instant of the lease/lock cycle: resume "
-        "time varies by up to the renewal period (ours 3 s; RedBeat's standby polls every "
-        "5 s) between repetitions. In quick runs at 200 firings/s RedBeat once published "
+        f"time varies by up to the renewal period (ours {FAILOVER_RENEW_S:g} s; RedBeat's "
+        f"standby polls every {REDBEAT_MAX_LOOP_S:g} s) between repetitions. In quick runs at "
+        "200 firings/s RedBeat once published "
         "nothing for 5 s (its max loop interval) before the kill and then caught up in a "
         "burst; not traced yet. After a takeover its entries, all re-anchored at the "
         "catch-up instant, fire in one burst every period.",

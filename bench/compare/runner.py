@@ -158,9 +158,15 @@ def _wait(
                 result.error = "failover: no process held the work at the kill instant"
                 return
             result.victim, result.kill_at = killed
-        alive = [p for i, p in enumerate(procs) if not (result.victim and i == result.victim.index)]
-        if any(p.poll() is not None for p in alive):
-            result.error = f"{PEER_EXIT} (code {procs[0].poll()})"
+        alive = [
+            (i, p) for i, p in enumerate(procs) if not (result.victim and i == result.victim.index)
+        ]
+        exited = [(i, p.poll()) for i, p in alive if p.poll() is not None]
+        if exited:
+            # Which process ended and how (its log is <scheduler>-<index>.log in the run's
+            # folder): the first of several processes may well still be running.
+            index, code = exited[0]
+            result.error = f"{PEER_EXIT} (process {index}, code {code})"
             return
         if now > result.due_at + until:
             return

@@ -23,9 +23,13 @@ FAILOVER_CONTENDERS = ("ours-2", "redbeat")
 FAILOVER_LEASE_S = float(os.environ.get("BENCH_FAILOVER_LEASE_S") or 10.0)
 # Our renewal period under that TTL: the default 3 s, at most a third of the TTL.
 FAILOVER_RENEW_S = min(3.0, FAILOVER_LEASE_S / 3)
-# RedBeat's standby retries the lock every beat_max_loop_interval (celery's default 300 s);
-# 5 s is django-celery-beat's default and keeps the standby's polling below the lock timeout.
-REDBEAT_MAX_LOOP_S = 5.0
+# RedBeat's standby retries the lock every beat_max_loop_interval (celery's default 300 s),
+# and the holder extends its lock only once per tick, sleeping up to that interval between
+# ticks: it must stay below the lock timeout, or an idle holder's lock lapses in its sleep, the
+# standby takes it and the holder's next extend raises LockNotOwnedError (a 5 s interval under
+# a 3 s lock made every short-lease run end that way before the kill). 5 s (django-celery-beat's
+# default) under the default 10 s; under a shorter lock, our renewal period (a third of it).
+REDBEAT_MAX_LOOP_S = 5.0 if FAILOVER_LEASE_S >= 10 else FAILOVER_RENEW_S
 
 
 def skipped(scenario: str, scheduler: str) -> bool:
