@@ -285,15 +285,20 @@ def compare_figures(path: Path) -> dict[str, str]:
         runs = [r for r in results if r.scheduler == scheduler and r.case.scenario == "failover"]
         label = runs[0].case.label
         resumes = [r.failover.resume_s for r in runs if r.failover and r.failover.resume_s]
-        errors = sorted({r.error for r in runs if r.error})
+        failed = [r for r in runs if r.error]
+        errors = sorted({r.error for r in failed if r.error})
         value = (
             f"{_fmt(statistics.median(resumes))} / {_fmt(max(resumes))}, missed "
             f"{sum(r.misses for r in runs)}, dup {sum(r.duplicates for r in runs)}"
             if resumes
             else "did not resume"
         )
-        if errors:
-            value += f" ({len(errors)} error(s): {'; '.join(errors)})"
+        if failed:
+            early = sum(1 for r in failed if r.kill_at is None)
+            value += (
+                f" ({len(failed)} of {len(runs)} run(s) ended by an error, {early} of them "
+                f"before the kill: {'; '.join(errors)})"
+            )
         figures[f"bench.compare {label}, {scheduler}: resume p50 / max (s) of {len(runs)}"] = value
     return figures
 
@@ -309,6 +314,7 @@ def measure(args: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The kill runs and the spike; saved to ``args.save`` when given (see --docs-from)."""
     kills: list[dict[str, Any]] = []
     spiked: dict[str, Any] | None = None
+    load_before = os.getloadavg()
     services = _setup(SERVICES_DIR)
     log_dir = SERVICES_DIR / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -321,9 +327,11 @@ def measure(args: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
             print(f"spike: {spiked}", flush=True)
     finally:
         services.stop()
+    args.load = [load_before[0], os.getloadavg()[0]]
     if args.save is not None:
         saved = {
             "argv": list(sys.argv),
+            "load": args.load,
             "kills": kills,
             "spike": spiked,
             "args": {k: getattr(args, k) for k in _SAVED_ARGS},
@@ -343,7 +351,10 @@ def main() -> int:
         "--no-keeper", action="store_true",
         help="spike without the lease keeper thread (renewal in the tick only), for comparison",
     )  # fmt: skip
-    parser.add_argument("--compare-results", type=Path, default=None)
+    parser.add_argument(
+        "--compare-results", type=Path, action="append", default=[],
+        help="a saved bench.compare results pickle; repeat for several (e.g. quick and full)",
+    )  # fmt: skip
     parser.add_argument(
         "--save", type=Path, default=None,
         help="write this run's kill and spike results to this JSON file",
@@ -361,6 +372,7 @@ def main() -> int:
     if args.docs_from is not None:
         saved = json.loads(args.docs_from.read_text())
         kills, spiked = saved["kills"], saved["spike"]
+        args.load = saved.get("load")
         command = [*saved["argv"], "then", *sys.argv]
         # The figures' labels come from the saved run's arguments.
         for name in _SAVED_ARGS:
@@ -390,8 +402,12 @@ def main() -> int:
         figures["spike: longest gap between renewals (s), renewals"] = (
             f"{_fmt(spiked['max_gap_s'])}, {spiked['renewals']}"
         )
-    if args.compare_results is not None:
-        figures.update(compare_figures(args.compare_results))
+    for path in args.compare_results:
+        figures.update(compare_figures(path))
+    if getattr(args, "load", None):
+        figures["load average (1 min) at the start / end of the kill and spike runs"] = (
+            f"{args.load[0]:.2f} / {args.load[1]:.2f}"
+        )
     for key, value in figures.items():
         print(f"{key:90} {value}")
     if args.write_docs:
