@@ -366,6 +366,9 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
+    # No worker reads the queue and every message is counted: the fixed queue bound, not one
+    # sized from a drain rate of zero (docs/limits.md, "The adaptive bound").
+    os.environ.setdefault("SCHEDULER_BROKER_QUEUE_TARGET_WAIT_S", "0")
     kills: list[dict[str, Any]] = []
     spiked: dict[str, Any] | None = None
     command = list(sys.argv)
