@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from beat_engine.publisher import PRIORITY_STEPS, queue_key
-from jobs.models import Job, JobRun
+from jobs.models import Job, JobRun, Tenant
 from jobs.states import RunState
 from tests.support.beat_nodes import broker_messages, make_engine, message_args
 from tests.support.clock import FakeClock
@@ -168,6 +168,18 @@ def test_runs_released_from_the_hold_are_marked_before_the_sweep_looks(
     assert len(sent) == 8
 
 
+def _crowd_and_lone(crowd: int) -> tuple[Tenant, Job]:
+    """A crowd tenant's ``crowd`` hourly jobs due at T0 + 1 s in partition 1, and a lone
+    tenant's job due then and every 2 s after, in the partition loaded last (63)."""
+    crowd_tenant, lone_tenant = tenant_factory(), tenant_factory()
+    jobs = [job_factory(crowd_tenant, interval=timedelta(hours=1)) for _ in range(crowd)]
+    lone = job_factory(lone_tenant, interval=timedelta(seconds=2), anchor_at=T0)
+    due = T0 + timedelta(seconds=1)
+    Job.objects.filter(id__in=[j.id for j in jobs]).update(next_fire_at=due, partition=1)
+    Job.objects.filter(id=lone.id).update(next_fire_at=due, partition=63)
+    return crowd_tenant, lone
+
+
 def test_a_lone_tenants_firings_due_while_a_burst_is_claimed_go_into_the_next_batch(
     redis_client: redis.Redis,
 ) -> None:
@@ -176,12 +188,7 @@ def test_a_lone_tenants_firings_due_while_a_burst_is_claimed_go_into_the_next_ba
     claimed within two ticks of falling due (the batch in hand, then the next one), and none
     is skipped, while the window is still being claimed: its firings do not wait for the rest
     of the window."""
-    crowd_tenant, lone_tenant = tenant_factory(), tenant_factory()
-    crowd = [job_factory(crowd_tenant, interval=timedelta(hours=1)) for _ in range(2 * CROWD)]
-    lone = job_factory(lone_tenant, interval=timedelta(seconds=2), anchor_at=T0)
-    due = T0 + timedelta(seconds=1)
-    Job.objects.filter(id__in=[j.id for j in crowd]).update(next_fire_at=due, partition=1)
-    Job.objects.filter(id=lone.id).update(next_fire_at=due, partition=63)
+    crowd_tenant, lone = _crowd_and_lone(2 * CROWD)
     clock = FakeClock(T0)
     engine = make_engine(
         clock, claim_batch=BATCH, fair_window=20 * BATCH, max_claims_per_tick=BATCH,
@@ -213,12 +220,7 @@ def test_the_adaptive_bound_keeps_about_one_second_of_the_workers_work_in_the_br
     "workers" that take 3 messages per 0.1 s (RPOP, 30 runs/s): the bound follows the drain
     rate, so the broker holds about 30 messages (a second of work), not the crowd, and the
     lone tenant's later firings wait behind about that many messages, each sent once."""
-    crowd_tenant, lone_tenant = tenant_factory(), tenant_factory()
-    crowd = [job_factory(crowd_tenant, interval=timedelta(hours=1)) for _ in range(300)]
-    lone = job_factory(lone_tenant, interval=timedelta(seconds=2), anchor_at=T0)
-    due = T0 + timedelta(seconds=1)
-    Job.objects.filter(id__in=[j.id for j in crowd]).update(next_fire_at=due, partition=1)
-    Job.objects.filter(id=lone.id).update(next_fire_at=due, partition=63)
+    _crowd_tenant, lone = _crowd_and_lone(300)
     clock = FakeClock(T0)
     engine = make_engine(
         clock, broker_queue_bound=1_000, broker_queue_target_wait_s=1.0,
