@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from beat_engine.publisher import PRIORITY_STEPS, queue_key
-from jobs.models import Job, JobRun, Tenant
+from jobs.models import Job, JobRun
 from jobs.states import RunState
 from tests.support.beat_nodes import broker_messages, make_engine, message_args
 from tests.support.clock import FakeClock
@@ -45,10 +45,12 @@ def _take(client: redis.Redis, count: int) -> list[str]:
     return taken
 
 
-def _burst() -> tuple[list[Job], Job]:
+def _burst(count: int = CROWD, lone_every: timedelta = timedelta(hours=1)) -> tuple[list[Job], Job]:
+    """A crowd tenant's ``count`` hourly jobs and a lone tenant's job (every ``lone_every``,
+    anchored at T0), all due at T0 + 1 s."""
     crowd_tenant, lone_tenant = tenant_factory(), tenant_factory()
-    crowd = [job_factory(crowd_tenant, interval=timedelta(hours=1)) for _ in range(CROWD)]
-    lone = job_factory(lone_tenant, interval=timedelta(hours=1))
+    crowd = [job_factory(crowd_tenant, interval=timedelta(hours=1)) for _ in range(count)]
+    lone = job_factory(lone_tenant, interval=lone_every)
     due = T0 + timedelta(seconds=1)
     Job.objects.filter(id__in=[j.id for j in crowd]).update(next_fire_at=due, partition=1)
     # Loaded last into the horizon (partitions are paged in order), pushed last into the heap.
@@ -168,18 +170,6 @@ def test_runs_released_from_the_hold_are_marked_before_the_sweep_looks(
     assert len(sent) == 8
 
 
-def _crowd_and_lone(crowd: int) -> tuple[Tenant, Job]:
-    """A crowd tenant's ``crowd`` hourly jobs due at T0 + 1 s in partition 1, and a lone
-    tenant's job due then and every 2 s after, in the partition loaded last (63)."""
-    crowd_tenant, lone_tenant = tenant_factory(), tenant_factory()
-    jobs = [job_factory(crowd_tenant, interval=timedelta(hours=1)) for _ in range(crowd)]
-    lone = job_factory(lone_tenant, interval=timedelta(seconds=2), anchor_at=T0)
-    due = T0 + timedelta(seconds=1)
-    Job.objects.filter(id__in=[j.id for j in jobs]).update(next_fire_at=due, partition=1)
-    Job.objects.filter(id=lone.id).update(next_fire_at=due, partition=63)
-    return crowd_tenant, lone
-
-
 def test_a_lone_tenants_firings_due_while_a_burst_is_claimed_go_into_the_next_batch(
     redis_client: redis.Redis,
 ) -> None:
@@ -188,7 +178,7 @@ def test_a_lone_tenants_firings_due_while_a_burst_is_claimed_go_into_the_next_ba
     claimed within two ticks of falling due (the batch in hand, then the next one), and none
     is skipped, while the window is still being claimed: its firings do not wait for the rest
     of the window."""
-    crowd_tenant, lone = _crowd_and_lone(2 * CROWD)
+    crowd, lone = _burst(2 * CROWD, lone_every=timedelta(seconds=2))
     clock = FakeClock(T0)
     engine = make_engine(
         clock, claim_batch=BATCH, fair_window=20 * BATCH, max_claims_per_tick=BATCH,
@@ -200,7 +190,7 @@ def test_a_lone_tenants_firings_due_while_a_burst_is_claimed_go_into_the_next_ba
         engine.tick()
     engine.shutdown()
     # The window was still being claimed when the last lone firing came due.
-    crowd_claimed = JobRun.objects.filter(job__tenant=crowd_tenant).count()
+    crowd_claimed = JobRun.objects.filter(job__in=crowd).count()
     assert crowd_claimed < 20 * BATCH
     lone_runs = list(JobRun.objects.filter(job=lone).order_by("scheduled_for"))
     instants = [(r.scheduled_for - T0).total_seconds() for r in lone_runs]
@@ -220,7 +210,7 @@ def test_the_adaptive_bound_keeps_about_one_second_of_the_workers_work_in_the_br
     "workers" that take 3 messages per 0.1 s (RPOP, 30 runs/s): the bound follows the drain
     rate, so the broker holds about 30 messages (a second of work), not the crowd, and the
     lone tenant's later firings wait behind about that many messages, each sent once."""
-    _crowd_tenant, lone = _crowd_and_lone(300)
+    _crowd, lone = _burst(300, lone_every=timedelta(seconds=2))
     clock = FakeClock(T0)
     engine = make_engine(
         clock, broker_queue_bound=1_000, broker_queue_target_wait_s=1.0,
