@@ -111,6 +111,12 @@ HISTORY_PURGED_ROWS = Counter(
     "Rows purged past their retention by the beat nodes' history duty, by table.",
     ["table"],
 )
+HISTORY_PARTITION_DAYS = Counter(
+    "scheduler_history_partition_days_total",
+    "Days of run history whose partitions the beat nodes created (created), or left in the "
+    "default partition because it already held rows of them (in_default).",
+    ["outcome"],
+)
 HEARTBEAT_ERRORS = Counter(
     "scheduler_heartbeat_errors_total", "Heartbeats of running attempts that raised."
 )

@@ -11,6 +11,7 @@ from django.contrib.postgres.indexes import BrinIndex
 from django.db import models
 from django.db.models import Q
 
+from jobs.run_ids import run_id_for
 from jobs.states import AttemptOutcome, RunState
 
 
@@ -331,10 +332,25 @@ class RunTrigger(models.TextChoices):
     UPSTREAM = "upstream", "After its parents"
 
 
-class JobRun(models.Model):
-    """One logical firing of a job; its attempts are kept in RunAttempt."""
+class RunIdField(models.UUIDField):
+    """A run's id, derived from its ``scheduled_for`` when the run is first saved (jobs/run_ids.py):
+    the id names the run's partition, so it cannot be a random default."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    def get_pk_value_on_save(self, instance: models.Model) -> uuid.UUID:
+        scheduled_for = getattr(instance, "scheduled_for", None)
+        if scheduled_for is None:
+            raise ValueError("a run needs its scheduled_for before it can have an id")
+        return run_id_for(scheduled_for)
+
+
+class JobRun(models.Model):
+    """One logical firing of a job; its attempts are kept in RunAttempt.
+
+    Stored in day partitions of ``scheduled_for`` (docs/history.md, "Partitions"), keyed by an
+    id that carries the firing's instant (jobs/run_ids.py).
+    """
+
+    id = RunIdField(primary_key=True, editable=False)
     # Both covered by composite indexes below (run_unique_firing, run_tenant_state); separate
     # single-column indexes would only slow the claim's insert and every state change.
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="runs", db_index=False)

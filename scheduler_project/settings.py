@@ -270,6 +270,9 @@ SCHEDULER: dict[str, Any] = {
     "DEAD_LETTER_RETENTION_DAYS": env_int("SCHEDULER_DEAD_LETTER_RETENTION_DAYS", 30, minimum=1),
     "RESULT_RETENTION_DAYS": env_int("SCHEDULER_RESULT_RETENTION_DAYS", 30, minimum=1),
     "HISTORY_PURGE_S": env_float("SCHEDULER_HISTORY_PURGE_S", 300.0, minimum=0.1),
+    # Run history partitions (docs/history.md, "Partitions"): the history duty keeps today's
+    # and this many further days' partitions created.
+    "PARTITIONS_AHEAD_DAYS": env_int("SCHEDULER_PARTITIONS_AHEAD_DAYS", 7, minimum=1),
     "PAYLOAD_MAX_BYTES": env_int("SCHEDULER_PAYLOAD_MAX_BYTES", 256 * 1024, minimum=1),
     "HTTP_ALLOWLIST": env_list("SCHEDULER_HTTP_ALLOWLIST", []),
     "HTTP_RESPONSE_MAX_BYTES": env_int("SCHEDULER_HTTP_RESPONSE_MAX_BYTES", 64 * 1024, minimum=0),
