@@ -22,6 +22,7 @@ from beat_engine.quotas import TenantAllowances, within_allowance
 from beat_engine.schedules import ScheduleKind, ScheduleSpec, next_fire_after
 from jobs.models import JobStatus, RunTrigger
 from jobs.models_reasons import ReasonKind
+from jobs.run_ids import run_id_for
 from jobs.services.dedup import dedup_key_sql
 from jobs.states import RunState
 
@@ -76,7 +77,9 @@ WITH advanced AS (
       JOIN advanced a ON a.id = r.job_id
       JOIN unnest(%(partitions)s::int[], %(epochs)s::bigint[]) AS e(partition, epoch)
         ON e.partition = a.partition
-    ON CONFLICT (job_id, scheduled_for) DO NOTHING
+    -- No conflict target: the unique firing key is a unique index of each day partition
+    -- (docs/history.md, "Partitions"), which a target cannot name.
+    ON CONFLICT DO NOTHING
     RETURNING id
 ), missed_ranges AS (
     -- Why the missed firings did not run: one row per job and catch-up with the range and the
@@ -256,7 +259,9 @@ def _add_job(batch: _Batch, row: Sequence[object], now: datetime) -> None:
     catch_up = len(runs) > 1 or missed_count > 0
     trigger = RunTrigger.CATCH_UP if catch_up else RunTrigger.SCHEDULE
     for instant in missed:
-        batch.runs.append((uuid.uuid4(), job_id, instant, trigger, RunState.MISSED, jitter_us))
+        batch.runs.append(
+            (run_id_for(instant), job_id, instant, trigger, RunState.MISSED, jitter_us)
+        )
     if missed_count:
         batch.missed[job_id] = missed_count
         # Every policy runs the newest due firings, so the oldest missed is the due instant.
@@ -266,7 +271,7 @@ def _add_job(batch: _Batch, row: Sequence[object], now: datetime) -> None:
     queue, priority = str(row[10]), row[11]
     assert isinstance(priority, int)
     for scheduled_for in runs:
-        run_id = uuid.uuid4()
+        run_id = run_id_for(scheduled_for)
         # A jittered firing not yet due waits as a pending timer: never early
         # (docs/architecture.md, Invariants).
         if scheduled_for + offset <= now:

@@ -1,5 +1,6 @@
-"""The beat node's history duty, on a thread of its own: purging expired dedup keys, closed
-dead letters and old stored results (jobs/services/history_retention.py, docs/history.md).
+"""The beat node's history duty, on a thread of its own: creating the run history's partitions
+ahead (jobs/services/history_partitions.py) and purging expired dedup keys, closed dead
+letters and old stored results (jobs/services/history_retention.py, docs/history.md).
 
 The tick asks for a pass every ``SCHEDULER["HISTORY_PURGE_S"]`` while the node holds partition
 0, so one node of the cluster does it; two holders during a hand-over still purge one at a
@@ -13,10 +14,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import UTC
 
+from django.conf import settings
 from django.db import connection
 
 from beat_engine.clock import Clock
+from jobs.services.history_partitions import partitions_ensure_ahead
 from jobs.services.history_retention import PurgeReport, history_purge
 
 logger = logging.getLogger("beat_engine")
@@ -26,9 +30,14 @@ PAUSE_S = 0.5
 
 
 class HistoryPurger:
-    def __init__(self, *, clock: Clock, node_id: str) -> None:
+    def __init__(self, *, clock: Clock, node_id: str, ahead_days: int | None = None) -> None:
         self._clock = clock
         self._node_id = node_id
+        self._ahead_days = (
+            int(settings.SCHEDULER.get("PARTITIONS_AHEAD_DAYS", 7))
+            if ahead_days is None
+            else ahead_days
+        )
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -58,6 +67,7 @@ class HistoryPurger:
         while not self._stop.is_set():
             self._wake.wait()
             self._wake.clear()
+            self._ensure_partitions()
             more = True
             while more and not self._stop.is_set():
                 more = self._pass()
@@ -65,6 +75,24 @@ class HistoryPurger:
                     self._stop.wait(PAUSE_S)
             # Between passes the thread holds no database connection.
             connection.close()
+
+    def _ensure_partitions(self) -> None:
+        """Today's and the next days' partitions (idempotent: a pass finds them and creates
+        nothing); a failure is logged and the purge goes on, the next request tries again."""
+        try:
+            today = self._clock.now().astimezone(UTC).date()
+            report = partitions_ensure_ahead(today, self._ahead_days)
+        except Exception:  # the thread's one broad except, as for the purge below
+            logger.warning(
+                "beat.history_partitions_failed", extra={"node": self._node_id}, exc_info=True
+            )
+            connection.close()
+            return
+        if report.created:
+            logger.info(
+                "beat.history_partitions_created",
+                extra={"node": self._node_id, "days": [d.isoformat() for d in report.created]},
+            )
 
     def _pass(self) -> bool:
         """One pass; True when it stopped with rows left to purge."""

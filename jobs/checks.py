@@ -95,7 +95,19 @@ def check_dag_handoff(app_configs: Any, databases: Any = None, **kwargs: Any) ->
     from jobs.services.dag_handoff import handoff_problem
 
     try:
+        if _jobs_migrations_pending():
+            # The migration that ships a new hand-off installs it; `migrate` runs this check
+            # before migrating and must not refuse the very migration that fixes it.
+            return []
         problem = handoff_problem()
     except DatabaseError:
         return []  # not migrated yet, or unreachable: other checks and commands say so
     return [] if problem is None else [Error(problem, id="jobs.E007")]
+
+
+def _jobs_migrations_pending() -> bool:
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
+
+    loader = MigrationLoader(connection, ignore_no_migrations=True)
+    return any(node not in loader.applied_migrations for node in loader.graph.leaf_nodes("jobs"))

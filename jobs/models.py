@@ -332,7 +332,7 @@ class RunTrigger(models.TextChoices):
     UPSTREAM = "upstream", "After its parents"
 
 
-class RunIdField(models.UUIDField):
+class RunIdField(models.UUIDField):  # type: ignore[type-arg]
     """A run's id, derived from its ``scheduled_for`` when the run is first saved (jobs/run_ids.py):
     the id names the run's partition, so it cannot be a random default."""
 

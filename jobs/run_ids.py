@@ -52,6 +52,12 @@ def run_id_floor(instant: datetime) -> UUID:
     return UUID(int=instant_ms(instant) << 80)
 
 
+def run_id_ceil(instant: datetime) -> UUID:
+    """The largest id a run at ``instant`` (its millisecond) can have: with run_id_floor, the
+    range a lookup by firing adds to prune to the firing's partition."""
+    return UUID(int=(instant_ms(instant) << 80) | ((1 << 80) - 1))
+
+
 def run_id_ms(run_id: UUID) -> int:
     """The millisecond prefix of a run id."""
     return run_id.int >> 80
@@ -72,9 +78,10 @@ def run_id_day(run_id: UUID) -> date:
     return (_EPOCH + timedelta(milliseconds=run_id_ms(run_id))).date()
 
 
-# The SQL twin of the functions above (migration 0012 installs it). jobs_run_id_floor is
-# IMMUTABLE so that a condition `id >= jobs_run_id_floor($1)` prunes partitions when the
-# statement runs; jobs_run_id draws its random bits from gen_random_uuid() (PostgreSQL 13+).
+# The SQL twin of the functions above (migration 0012 installs it). jobs_run_id_floor and
+# jobs_run_id_ceil are IMMUTABLE, so that a condition `id >= jobs_run_id_floor($1)` prunes
+# partitions when the statement runs; jobs_run_id draws its random bits from
+# gen_random_uuid() (PostgreSQL 13+).
 RUN_ID_FUNCTIONS_SQL = """
 CREATE OR REPLACE FUNCTION jobs_run_id_ms(t timestamptz) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
@@ -84,6 +91,11 @@ CREATE OR REPLACE FUNCTION jobs_run_id_floor(t timestamptz) RETURNS uuid
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT encode(substring(int8send(jobs_run_id_ms(t)) FROM 3)
                   || '\\x00000000000000000000'::bytea, 'hex')::uuid
+$$;
+CREATE OR REPLACE FUNCTION jobs_run_id_ceil(t timestamptz) RETURNS uuid
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT encode(substring(int8send(jobs_run_id_ms(t)) FROM 3)
+                  || '\\xffffffffffffffffffff'::bytea, 'hex')::uuid
 $$;
 CREATE OR REPLACE FUNCTION jobs_run_id(t timestamptz) RETURNS uuid
 LANGUAGE sql VOLATILE STRICT PARALLEL SAFE AS $$
@@ -96,5 +108,6 @@ $$;
 DROP_RUN_ID_FUNCTIONS_SQL = """
 DROP FUNCTION IF EXISTS jobs_run_id(timestamptz);
 DROP FUNCTION IF EXISTS jobs_run_id_floor(timestamptz);
+DROP FUNCTION IF EXISTS jobs_run_id_ceil(timestamptz);
 DROP FUNCTION IF EXISTS jobs_run_id_ms(timestamptz);
 """

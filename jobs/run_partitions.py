@@ -24,6 +24,13 @@ TABLES = (RUN_TABLE, ATTEMPT_TABLE)
 # What each table is partitioned by.
 PARTITION_KEYS = {RUN_TABLE: "id", ATTEMPT_TABLE: "run_id"}
 
+# On the partitioned runs table, so on every partition: a run's id carries its firing's
+# millisecond (jobs/run_ids.py). It is what makes the per-partition unique firing keys one
+# global key: a row whose id did not come from its scheduled_for could land in another day's
+# partition than its firing's twin. Database-only (Django's state does not evaluate it).
+RUN_ID_CHECK_NAME = "run_id_matches_firing"
+RUN_ID_CHECK_SQL = "id BETWEEN jobs_run_id_floor(scheduled_for) AND jobs_run_id_ceil(scheduled_for)"
+
 # Every DDL on the partitions (creating, detaching, dropping, attaching) takes this
 # transaction-level advisory lock first, so two processes never change the layout at once.
 LAYOUT_LOCK_KEY = 0x6A6F62735F706172  # "jobs_par"

@@ -6,8 +6,8 @@ import django.contrib.postgres.fields
 import django.db.models.deletion
 from django.db import migrations, models
 
-from jobs.services.dag_handoff import INSTALL_SQL as HANDOFF_INSTALL_SQL
-from jobs.services.dag_handoff import UNINSTALL_SQL as HANDOFF_UNINSTALL_SQL
+from jobs.migrations._handoff_0005 import INSTALL_SQL as HANDOFF_INSTALL_SQL
+from jobs.migrations._handoff_0005 import UNINSTALL_SQL as HANDOFF_UNINSTALL_SQL
 
 
 class Migration(migrations.Migration):

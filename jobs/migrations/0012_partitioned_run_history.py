@@ -28,6 +28,8 @@ import jobs.models
 from jobs.run_ids import RUN_ID_FUNCTIONS_SQL
 from jobs.run_partitions import (
     ATTEMPT_TABLE,
+    RUN_ID_CHECK_NAME,
+    RUN_ID_CHECK_SQL,
     RUN_TABLE,
     create_day_partition_sql,
     create_default_partition_sql,
@@ -143,6 +145,8 @@ def forwards(apps, schema_editor) -> None:
                                      INCLUDING CONSTRAINTS INCLUDING STORAGE)
                 PARTITION BY RANGE (id);
             ALTER TABLE {RUN_TABLE} ADD CONSTRAINT jobs_jobrun_pkey PRIMARY KEY (id);
+            ALTER TABLE {RUN_TABLE} ADD CONSTRAINT {RUN_ID_CHECK_NAME}
+                CHECK ({RUN_ID_CHECK_SQL});
             CREATE TABLE {ATTEMPT_TABLE} (LIKE {ATTEMPT_TABLE}_premig INCLUDING DEFAULTS
                                          INCLUDING CONSTRAINTS INCLUDING STORAGE)
                 PARTITION BY RANGE (run_id);

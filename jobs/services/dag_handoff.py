@@ -26,12 +26,18 @@ their own statement, so each could conclude "not yet" (or both "now"). Each hand
 takes a transaction advisory lock on (child, T) for every child with more than one parent,
 in key order, before reading the parents' runs in a new statement: the second one waits until
 the first commits and then reads its outcome. The unique firing key (job, scheduled_for) with
-ON CONFLICT decides the rest (one run per firing, docs/architecture.md, Invariants). Those
+ON CONFLICT DO NOTHING decides the rest (one run per firing, docs/architecture.md, Invariants):
+the key is a unique index of each day partition (docs/history.md, "Partitions"), which a
+conflict target cannot name, so re-arming an upstream_failed child is an UPDATE in a statement
+of its own after the INSERT, which sees the conflicting row once its writer committed. Those
 locks are taken by the hand-off alone, after the parent's run row, so they add no edge to the
 job-then-runs lock order (one lock order, docs/architecture.md, Invariants).
 
 The statements run in the trigger's PL/pgSQL, each on a fresh READ COMMITTED snapshot (a
 VOLATILE function), which is what makes "lock, then read" see what committed meanwhile.
+
+The runs of T are read with their id range (``lo``, ``hi``: the ids of T's millisecond,
+jobs/run_ids.py) beside (job, scheduled_for), so each read prunes to T's partition.
 """
 
 from __future__ import annotations
@@ -60,6 +66,25 @@ _RUN_COLUMNS = (
     "upstream_run_ids"
 )
 
+# The candidates whose trigger rule is met for T, with their parents' runs for T (in PL/pgSQL
+# scope: candidates, t, lo, hi).
+_MET_SQL = f"""
+        SELECT c.id AS job_id, ups.ids
+          FROM unnest(candidates) AS c(id)
+          JOIN jobs_job j ON j.id = c.id
+         CROSS JOIN LATERAL (
+               SELECT COALESCE(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.id IS NOT NULL),
+                               '{{}}') AS ids,
+                      count(*) AS parents,
+                      count(*) FILTER (WHERE r.state = '{RunState.SUCCEEDED.value}') AS ok,
+                      count(*) FILTER (WHERE r.state IN ({_sql_list(_TERMINAL)})) AS done
+                 FROM jobs_jobdependency d
+                 LEFT JOIN jobs_jobrun r ON r.job_id = d.parent_id AND r.scheduled_for = t
+                                        AND r.id BETWEEN lo AND hi
+                WHERE d.child_id = j.id) AS ups
+         WHERE CASE j.trigger_rule WHEN 'all_done' THEN ups.done ELSE ups.ok END = ups.parents
+"""
+
 # The function the triggers call, kept here beside what it means. Migration 0005 installs it
 # (CREATE OR REPLACE); the check jobs.E007 (handoff_problem below) reports a database whose
 # installed body is not this one, so a change here ships with a migration that runs INSTALL_SQL.
@@ -68,6 +93,8 @@ CREATE OR REPLACE FUNCTION jobs_run_handoff() RETURNS trigger
 LANGUAGE plpgsql VOLATILE AS $handoff$
 DECLARE
     t timestamptz := NEW.scheduled_for;
+    lo uuid := jobs_run_id_floor(NEW.scheduled_for);
+    hi uuid := jobs_run_id_ceil(NEW.scheduled_for);
     -- The parent's finish, written with the caller's (database) clock; the children are due
     -- then, i.e. at once.
     at_ timestamptz := COALESCE(NEW.finished_at, clock_timestamp());
@@ -111,13 +138,14 @@ BEGIN
           INTO reason FROM jobs_job j WHERE j.id = NEW.job_id;
         -- Ids drawn first, so that each run can list its parents' runs for T that this same
         -- statement writes; joined, not looked up per run (a CTE has no index).
-        WITH ids AS (SELECT x.job_id, gen_random_uuid() AS id FROM unnest(doomed) AS x(job_id)),
+        WITH ids AS (SELECT x.job_id, jobs_run_id(t) AS id FROM unnest(doomed) AS x(job_id)),
         ups AS (
             SELECT d.child_id,
                    array_agg(COALESCE(r.id, p.id) ORDER BY COALESCE(r.id, p.id))
                        FILTER (WHERE COALESCE(r.id, p.id) IS NOT NULL) AS ids
               FROM ids c JOIN jobs_jobdependency d ON d.child_id = c.job_id
               LEFT JOIN jobs_jobrun r ON r.job_id = d.parent_id AND r.scheduled_for = t
+                                     AND r.id BETWEEN lo AND hi
               LEFT JOIN ids p ON p.job_id = d.parent_id
              GROUP BY d.child_id
         )
@@ -127,28 +155,23 @@ BEGIN
                at_, reason, at_, '', false, 0, COALESCE(ups.ids, '{{}}')
           FROM ids JOIN jobs_job j ON j.id = ids.job_id
           LEFT JOIN ups ON ups.child_id = ids.job_id
-        ON CONFLICT (job_id, scheduled_for) DO NOTHING;
+        ON CONFLICT DO NOTHING;
     END IF;
     INSERT INTO jobs_jobrun ({_RUN_COLUMNS})
-    SELECT gen_random_uuid(), j.id, j.tenant_id, j.partition, t, '{RunTrigger.UPSTREAM.value}',
+    SELECT jobs_run_id(t), j.id, j.tenant_id, j.partition, t, '{RunTrigger.UPSTREAM.value}',
            '{RunState.PENDING.value}', at_, 0, 0, {dedup_key_sql("j.id", "t")},
-           NULL, '', at_, '', false, 0, ups.ids
-      FROM unnest(candidates) AS c(id)
-      JOIN jobs_job j ON j.id = c.id
-     CROSS JOIN LATERAL (
-           SELECT COALESCE(array_agg(r.id ORDER BY r.id) FILTER (WHERE r.id IS NOT NULL),
-                           '{{}}') AS ids,
-                  count(*) AS parents,
-                  count(*) FILTER (WHERE r.state = '{RunState.SUCCEEDED.value}') AS ok,
-                  count(*) FILTER (WHERE r.state IN ({_sql_list(_TERMINAL)})) AS done
-             FROM jobs_jobdependency d
-             LEFT JOIN jobs_jobrun r ON r.job_id = d.parent_id AND r.scheduled_for = t
-            WHERE d.child_id = j.id) AS ups
-     WHERE CASE j.trigger_rule WHEN 'all_done' THEN ups.done ELSE ups.ok END = ups.parents
-    ON CONFLICT (job_id, scheduled_for) DO UPDATE
-       SET state = EXCLUDED.state, due_at = EXCLUDED.due_at, finished_at = NULL,
-           last_error = '', upstream_run_ids = EXCLUDED.upstream_run_ids
-     WHERE jobs_jobrun.state = '{RunState.UPSTREAM_FAILED.value}';
+           NULL, '', at_, '', false, 0, met.ids
+      FROM ({_MET_SQL}) AS met JOIN jobs_job j ON j.id = met.job_id
+    ON CONFLICT DO NOTHING;
+    -- The children whose run for T exists as upstream_failed (a parent failed, was replayed
+    -- and now succeeded) are re-armed; a new statement, so a row a concurrent hand-off
+    -- committed meanwhile (the INSERT above waited for it) is seen.
+    UPDATE jobs_jobrun r
+       SET state = '{RunState.PENDING.value}', due_at = at_, finished_at = NULL, last_error = '',
+           upstream_run_ids = met.ids
+      FROM ({_MET_SQL}) AS met
+     WHERE r.job_id = met.job_id AND r.scheduled_for = t AND r.id BETWEEN lo AND hi
+       AND r.state = '{RunState.UPSTREAM_FAILED.value}';
     RETURN NULL;
 END
 $handoff$;

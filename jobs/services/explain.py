@@ -15,6 +15,7 @@ from beat_engine.schedules import ScheduleKind, ScheduleSpec
 from jobs.explain_rules import EventFact, Explanation, Facts, ReasonFact, RunFact, explain
 from jobs.models import Job, JobRun
 from jobs.models_reasons import DecisionReason, JobEvent, JobEventKind
+from jobs.run_ids import run_id_ceil, run_id_floor
 from jobs.services.jobs import schedule_spec
 
 _STATUS_EVENTS = (JobEventKind.PAUSED, JobEventKind.RESUMED, JobEventKind.CANCELLED)
@@ -33,7 +34,10 @@ def firing_facts(job: Job, at: datetime) -> Facts:
     before = events.filter(kind__in=_STATUS_EVENTS, at__lte=at).order_by("-at", "-id").first()
     after = events.filter(kind__in=_STATUS_EVENTS, at__gt=at).order_by("at", "id").first()
     edit = events.filter(kind=JobEventKind.UPDATED, at__gt=at).order_by("at", "id").first()
-    run = JobRun.objects.filter(job_id=job.id, scheduled_for=at).first()
+    # The id range of the firing's millisecond prunes the lookup to its day partition.
+    run = JobRun.objects.filter(
+        job_id=job.id, scheduled_for=at, id__gte=run_id_floor(at), id__lte=run_id_ceil(at)
+    ).first()
     reasons = DecisionReason.objects.filter(job_id=job.id, first_at__lte=at, last_at__gte=at)
     return Facts(
         at=at,

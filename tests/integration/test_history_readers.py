@@ -28,7 +28,8 @@ def _runs(count: int) -> None:
                                      state, attempt, epoch, dedup_key, worker,
                                      cancel_requested, last_error, replayed_count, created_at,
                                      finished_at)
-            SELECT gen_random_uuid(), %(job)s, %(tenant)s, 0, %(t0)s + g * interval '1 minute',
+            SELECT jobs_run_id(%(t0)s + g * interval '1 minute'), %(job)s, %(tenant)s, 0,
+                   %(t0)s + g * interval '1 minute',
                    'schedule', 'succeeded', 1, 0, md5(g::text), '', false, '', 0, %(t0)s, %(t0)s
               FROM generate_series(1, %(count)s) AS g
             """,

@@ -33,9 +33,9 @@ def test_two_concurrent_inserters_create_one_run_per_firing() -> None:
         INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger, state,
             due_at, attempt, epoch, dedup_key, worker, cancel_requested, last_error,
             replayed_count, created_at, queued_at)
-        VALUES (gen_random_uuid(), %s, %s, %s, %s, 'schedule', 'queued', %s, 1, %s, %s, '',
+        VALUES (jobs_run_id(%s), %s, %s, %s, %s, 'schedule', 'queued', %s, 1, %s, %s, '',
             false, '', 0, %s, %s)
-        ON CONFLICT (job_id, scheduled_for) DO NOTHING
+        ON CONFLICT DO NOTHING
         RETURNING id
     """
 
@@ -45,6 +45,7 @@ def test_two_concurrent_inserters_create_one_run_per_firing() -> None:
             row = conn.execute(
                 insert,
                 [
+                    scheduled_for,
                     job.id,
                     job.tenant_id,
                     job.partition,
@@ -71,7 +72,8 @@ def test_two_concurrent_inserters_create_one_run_per_firing() -> None:
 def test_plain_duplicate_insert_is_refused() -> None:
     job = job_factory()
     run_factory(job, scheduled_for=T0)
-    with pytest.raises(IntegrityError, match="run_unique_firing"), transaction.atomic():
+    # The key is a unique index of the firing's partition (docs/history.md, "Partitions").
+    with pytest.raises(IntegrityError, match="_firing"), transaction.atomic():
         run_factory(job, scheduled_for=T0)
 
 

@@ -348,11 +348,12 @@ def test_runs_are_read_by_job_once_the_history_outweighs_the_jobs_and_the_window
             INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger,
                                      state, attempt, epoch, dedup_key, worker, cancel_requested,
                                      finished_at, last_error, replayed_count, created_at)
-            SELECT gen_random_uuid(), %s, %s, %s, %s - n * interval '1 minute', 'schedule',
+            SELECT jobs_run_id(%s - n * interval '1 minute'), %s, %s, %s,
+                   %s - n * interval '1 minute', 'schedule',
                    'succeeded', 1, 1, md5(n::text), '', false, %s, '', 0, %s
               FROM generate_series(1, 7200) AS n
             """,
-            [jobs[0].pk, jobs[0].tenant_id, jobs[0].partition, now, now, now],
+            [now, jobs[0].pk, jobs[0].tenant_id, jobs[0].partition, now, now, now],
         )
         cursor.execute("ANALYZE jobs_jobrun")
     assert run_window.by_job_is_cheaper(**hour)

@@ -13,8 +13,10 @@ from beat_engine.clock import Clock, SystemClock
 from beat_engine.schedules import count_fires, iter_fires
 from jobs.errors import InvalidTransition
 from jobs.models import Job, RunTrigger
+from jobs.run_ids import run_id_for
 from jobs.services.dag_handoff import refuse_standalone_run
 from jobs.services.dedup import dedup_key_for
+from jobs.services.history_partitions import partitions_ensure_for
 from jobs.services.jobs import schedule_spec
 from jobs.states import RunState
 
@@ -25,7 +27,8 @@ _CHUNK = 500
 _EPSILON = timedelta(microseconds=1)
 
 # ON CONFLICT DO NOTHING: firings that exist (however they got there) are left alone, so
-# running the same backfill twice is harmless.
+# running the same backfill twice is harmless. No conflict target: the unique firing key is a
+# unique index of each day partition (docs/history.md, "Partitions").
 INSERT_SQL = f"""
 INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger, state,
                          due_at, attempt, epoch, dedup_key, created_at, worker,
@@ -33,7 +36,7 @@ INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigge
 SELECT u.id, %s, %s, %s, u.scheduled_for, '{RunTrigger.BACKFILL.value}',
        '{RunState.PENDING.value}', %s, 0, 0, u.dedup_key, %s, '', false, '', 0
   FROM unnest(%s::uuid[], %s::timestamptz[], %s::text[]) AS u(id, scheduled_for, dedup_key)
-ON CONFLICT (job_id, scheduled_for) DO NOTHING
+ON CONFLICT DO NOTHING
 """
 
 # Tests swap in a FakeClock; the command is an edge and reads the clock once per step.
@@ -95,6 +98,10 @@ class Command(BaseCommand):
         if options["dry_run"]:
             self._dry_run(job, list(fires))
             return
+        # The days' partitions first (at most ON_DEMAND_MAX_DAYS; the rest go to the default).
+        partitions_ensure_for(
+            {fire.astimezone(UTC).date() for fire in iter_fires(spec, start - _EPSILON, end)}
+        )
         created = self._create(job, fires, total, rate)
         self.stdout.write(f"created {created} of {total} firings ({total - created} existed)")
 
@@ -146,7 +153,7 @@ class Command(BaseCommand):
             cursor.execute(
                 INSERT_SQL,
                 [job.id, job.tenant_id, job.partition, now, now,
-                 [uuid.uuid4() for _ in chunk], chunk, [dedup_key_for(job.id, f) for f in chunk]],
+                 [run_id_for(f) for f in chunk], chunk, [dedup_key_for(job.id, f) for f in chunk]],
             )  # fmt: skip
             return int(cursor.rowcount)
 

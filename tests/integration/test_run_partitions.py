@@ -1,0 +1,255 @@
+"""The run history's day partitions on real PostgreSQL (docs/history.md, "Partitions"): ids
+agree between Python and SQL, lookups by id touch one partition, partitions are created ahead
+and on demand, race-safely, and a day already in the default partition stays there."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime, timedelta
+from uuid import UUID
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from prometheus_client import REGISTRY
+
+from beat_engine.history_purger import HistoryPurger
+from jobs.models import JobRun, RunAttempt
+from jobs.run_ids import run_id_ceil, run_id_floor, run_id_for
+from jobs.run_partitions import ATTEMPT_TABLE, RUN_TABLE, partition_name
+from jobs.services import starts
+from jobs.services.history_partitions import (
+    partition_days,
+    partitions_ensure,
+    partitions_ensure_ahead,
+)
+from jobs.services.runs import run_heartbeat, run_succeed
+from jobs.states import RunState
+from tests.support.clock import FakeClock
+from tests.support.factories import job_factory, run_factory
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+DAY = date(2031, 3, 10)
+NOON = datetime(2031, 3, 10, 12, tzinfo=UTC)
+
+
+def _where(run_id: UUID, table: str = RUN_TABLE) -> str:
+    with connection.cursor() as cursor:
+        key = "id" if table == RUN_TABLE else "run_id"
+        cursor.execute(f"SELECT tableoid::regclass::text FROM {table} WHERE {key} = %s", [run_id])
+        return str(cursor.fetchone()[0])
+
+
+def _scanned() -> dict[str, int]:
+    """Scans of each history partition so far in this transaction (pg_stat_xact_*)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT relname, seq_scan + COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables
+             WHERE relname LIKE 'jobs_jobrun_%' OR relname LIKE 'jobs_runattempt_%'
+            """
+        )
+        return dict(cursor.fetchall())
+
+
+@pytest.fixture
+def drop_days() -> Iterator[list[date]]:
+    """Days whose partitions a committing test created, dropped again after it (DDL outlives
+    a test that commits)."""
+    days: list[date] = []
+    yield days
+    with connection.cursor() as cursor:
+        for day in days:
+            for table in (ATTEMPT_TABLE, RUN_TABLE):
+                # Detached first: the runs' partition is referenced by foreign keys.
+                cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {partition_name(table, day)}")
+                cursor.execute(f"DROP TABLE {partition_name(table, day)}")
+
+
+def _partitions_touched(action: Callable[[], object]) -> set[str]:
+    before = _scanned()
+    action()
+    after = _scanned()
+    return {name for name, scans in after.items() if scans > before.get(name, 0)}
+
+
+@pytest.mark.django_db
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.datetimes(
+        min_value=datetime(1900, 1, 1),  # noqa: DTZ001 - naive bounds, UTC instants
+        max_value=datetime(9999, 12, 30),  # noqa: DTZ001
+        timezones=st.just(UTC),
+    )
+)
+def test_python_and_sql_agree_on_every_instants_range(instant: datetime) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT jobs_run_id_floor(%s), jobs_run_id_ceil(%s), jobs_run_id(%s)",
+            [instant, instant, instant],
+        )
+        floor, ceil, drawn = cursor.fetchone()
+    assert (floor, ceil) == (run_id_floor(instant), run_id_ceil(instant))
+    assert floor <= drawn <= ceil
+    assert drawn.version == 7
+    assert floor <= run_id_for(instant) <= ceil
+
+
+@pytest.mark.django_db
+def test_a_run_gets_its_id_from_its_firing_and_lands_in_its_days_partition() -> None:
+    partitions_ensure([DAY - timedelta(days=1), DAY, DAY + timedelta(days=1)])
+    run = run_factory(job_factory(), scheduled_for=NOON)
+    assert run_id_floor(NOON) <= run.id <= run_id_ceil(NOON)
+    assert _where(run.id) == "jobs_jobrun_p20310310"
+    attempt = RunAttempt.objects.create(run=run, attempt=1)
+    assert _where(attempt.run_id, ATTEMPT_TABLE) == "jobs_runattempt_p20310310"
+    # A day without a partition: the default partition takes it.
+    far = run_factory(run.job, scheduled_for=datetime(2999, 1, 1, tzinfo=UTC))
+    assert _where(far.id) == "jobs_jobrun_default"
+
+
+@pytest.mark.django_db
+def test_an_id_not_derived_from_the_firing_is_refused() -> None:
+    job = job_factory()
+    with pytest.raises(IntegrityError, match="run_id_matches_firing"), transaction.atomic():
+        run_factory(job, scheduled_for=NOON, id=run_id_for(NOON + timedelta(days=1)))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("day_partition", [True, False], ids=["day partition", "default"])
+def test_the_unique_firing_key_holds_in_day_and_default_partitions(day_partition: bool) -> None:
+    if day_partition:
+        partitions_ensure([DAY])
+    job = job_factory()
+    run_factory(job, scheduled_for=NOON)
+    with pytest.raises(IntegrityError, match="_firing"), transaction.atomic():
+        run_factory(job, scheduled_for=NOON)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger,
+                state, due_at, attempt, epoch, dedup_key, worker, cancel_requested, last_error,
+                replayed_count, created_at)
+            VALUES (jobs_run_id(%(t)s), %(job)s, %(tenant)s, 0, %(t)s, 'schedule', 'pending',
+                %(t)s, 0, 0, 'k', '', false, '', 0, %(t)s)
+            ON CONFLICT DO NOTHING
+            """,
+            {"t": NOON, "job": job.id, "tenant": job.tenant_id},
+        )
+        assert cursor.rowcount == 0
+    assert JobRun.objects.filter(job=job, scheduled_for=NOON).count() == 1
+
+
+@pytest.mark.django_db
+def test_a_lookup_by_id_touches_one_partition() -> None:
+    days = [DAY + timedelta(days=n) for n in range(-3, 4)]
+    partitions_ensure(days)
+    job = job_factory()
+    runs = [
+        run_factory(job, scheduled_for=datetime.combine(day, NOON.timetz()), **queued)
+        for day in days
+        for queued in [{"state": RunState.QUEUED, "attempt": 1, "queued_at": NOON}]
+    ]
+    run = runs[3]
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {RUN_TABLE}; ANALYZE {ATTEMPT_TABLE}")
+    only_its_day = {partition_name(RUN_TABLE, DAY)}
+
+    assert _partitions_touched(lambda: JobRun.objects.get(id=run.id)) == only_its_day
+    # The worker's statements, by id: start (the run and its attempt), heartbeat, outcome.
+    started = _partitions_touched(
+        lambda: starts.run_start(run_id=run.id, attempt=1, worker="w", now=NOON)
+    )
+    assert started <= only_its_day | {partition_name(ATTEMPT_TABLE, DAY)}
+    assert partition_name(RUN_TABLE, DAY) in started
+    assert (
+        _partitions_touched(lambda: run_heartbeat(run_id=run.id, attempt=1, now=NOON))
+        == only_its_day
+    )
+    # A run without a running limit frees no slot (jobs/execution.py: run.limited).
+    finished = _partitions_touched(
+        lambda: run_succeed(run_id=run.id, attempt=1, now=NOON, release_slot=False)
+    )
+    assert finished <= only_its_day | {partition_name(ATTEMPT_TABLE, DAY)}
+    assert JobRun.objects.get(id=run.id).state == RunState.SUCCEEDED
+
+
+@pytest.mark.django_db
+def test_partitions_are_created_ahead_once() -> None:
+    first = partitions_ensure_ahead(DAY, 3)
+    assert first.created == [DAY + timedelta(days=n) for n in range(4)]
+    for table in (RUN_TABLE, ATTEMPT_TABLE):
+        assert set(first.created) <= partition_days(table)
+    again = partitions_ensure_ahead(DAY, 3)
+    assert (again.created, again.in_default, again.busy) == ([], [], [])
+
+
+@pytest.mark.django_db
+def test_a_day_whose_rows_are_in_the_default_stays_there() -> None:
+    job = job_factory()
+    run = run_factory(job, scheduled_for=NOON)
+    assert _where(run.id) == "jobs_jobrun_default"
+
+    def in_default() -> float:
+        value = REGISTRY.get_sample_value(
+            "scheduler_history_partition_days_total", {"outcome": "in_default"}
+        )
+        return value or 0.0
+
+    before = in_default()
+    report = partitions_ensure([DAY - timedelta(days=1), DAY])
+    assert report.created == [DAY - timedelta(days=1)]
+    assert report.in_default == [DAY]
+    assert in_default() == before + 1
+    assert DAY not in partition_days(RUN_TABLE)
+    # Its rows are where they were, still unique.
+    assert _where(run.id) == "jobs_jobrun_default"
+    with pytest.raises(IntegrityError), transaction.atomic():
+        run_factory(job, scheduled_for=NOON)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_nodes_creating_the_same_days_at_once_create_each_once(drop_days: list[date]) -> None:
+    days = [DAY + timedelta(days=100 + n) for n in range(5)]
+    drop_days.extend(days)
+    barrier = threading.Barrier(2)
+    created: list[list[date]] = []
+    errors: list[BaseException] = []
+
+    def node() -> None:
+        try:
+            barrier.wait()
+            created.append(partitions_ensure(days, lock_timeout_ms=30_000).created)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=node) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(created[0] + created[1]) == days
+    assert set(days) <= partition_days(RUN_TABLE) & partition_days(ATTEMPT_TABLE)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_history_duty_creates_the_days_ahead(drop_days: list[date]) -> None:
+    start = NOON + timedelta(days=200)
+    drop_days.extend(start.date() + timedelta(days=n) for n in range(3))
+    clock = FakeClock(start)
+    purger = HistoryPurger(clock=clock, node_id="history-test", ahead_days=2)
+    try:
+        purger.request()
+        wait_until(lambda: purger.passes >= 1, timeout_s=30, what="a history pass")
+    finally:
+        purger.close()
+    assert set(drop_days) <= partition_days(RUN_TABLE) & partition_days(ATTEMPT_TABLE)
