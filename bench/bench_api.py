@@ -91,12 +91,14 @@ def fill_runs(job: Any, count: int) -> float:
             INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger,
                 state, attempt, epoch, dedup_key, worker, cancel_requested, last_error,
                 replayed_count, created_at, finished_at)
-            SELECT gen_random_uuid(), %s, %s, %s, %s - make_interval(mins => g), 'schedule',
+            SELECT jobs_run_id(%s - make_interval(mins => g)), %s, %s, %s,
+                %s - make_interval(mins => g), 'schedule',
                 (ARRAY['succeeded','failed','skipped'])[1 + g %% 3], 1, 1, md5(g::text), '',
                 false, '', 0, %s, %s
             FROM generate_series(1, %s) AS g
             """,
             [
+                job.created_at,
                 job.id,
                 job.tenant_id,
                 job.partition,

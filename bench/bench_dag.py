@@ -344,12 +344,13 @@ OVERHEAD_INSERT = """
 INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger, state, due_at,
     attempt, epoch, dedup_key, finished_at, last_error, created_at, worker, cancel_requested,
     replayed_count, upstream_run_ids, queued_at)
-SELECT gen_random_uuid(), %(job)s, %(tenant)s, %(partition)s,
+SELECT jobs_run_id(%(t0)s::timestamptz + i * interval '1 millisecond'), %(job)s, %(tenant)s,
+       %(partition)s,
        %(t0)s::timestamptz + i * interval '1 millisecond', 'schedule', 'queued',
        %(t0)s::timestamptz + i * interval '1 millisecond', 1, 0, md5(%(round)s || ':' || i),
        NULL, '', now(), '', false, 0, '{}', now()
   FROM generate_series(1, %(rows)s) AS i
-ON CONFLICT (job_id, scheduled_for) DO NOTHING
+ON CONFLICT DO NOTHING
 """
 OVERHEAD_FINISH = """
 UPDATE jobs_jobrun SET state = 'succeeded', finished_at = now() WHERE job_id = %(job)s

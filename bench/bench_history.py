@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.docs_section import replace_records, replace_section  # noqa: E402
+from jobs.run_ids import run_id_for  # noqa: E402
 
 SERVICES = ROOT / ".local" / "bench_history"
 RUN_COLUMNS = (
@@ -147,7 +148,7 @@ def _run_lines(
         for i in range(count):
             at = now - timedelta(minutes=i + 1)
             state = STATES[n % len(STATES)]
-            run_id = uuid.uuid4()
+            run_id = run_id_for(at)
             if state == "succeeded" and len(kept) < keep_ids:
                 kept.append(run_id)
             stamp = at.isoformat()
@@ -173,6 +174,13 @@ def generate(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
         "indexname NOT IN (SELECT conname FROM pg_constraint "
         "                   WHERE conrelid = 'jobs_jobrun'::regclass)"
     )
+    # The day partitions of the generated history (docs/history.md, "Partitions"), as the
+    # history duty and backfill create them: the big job's firings reach furthest back.
+    from jobs.run_partitions import days_between
+    from jobs.services.history_partitions import partitions_ensure
+
+    oldest = now - timedelta(minutes=int(args.runs * args.big_share) + 1)
+    partitions_ensure(days_between(oldest.date(), now.date()))
     started = time.perf_counter()
     for name, _ in secondary:
         _sql(f"DROP INDEX {name}")
@@ -295,7 +303,8 @@ _INSERT_SQL = """
 INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger, state,
                          attempt, epoch, dedup_key, worker, cancel_requested, last_error,
                          replayed_count, queued_at, created_at)
-SELECT gen_random_uuid(), j.id, j.tenant_id, j.partition, %s + make_interval(secs => g),
+SELECT jobs_run_id(%s + make_interval(secs => g)), j.id, j.tenant_id, j.partition,
+       %s + make_interval(secs => g),
        'schedule', 'queued', 1, 1, md5(%s::text || g::text), '', false, '', 0, %s, %s
   FROM jobs_job AS j, generate_series(1, %s) AS g
  WHERE j.id = %s
@@ -319,7 +328,7 @@ def insert_cost(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, flo
             # Each insert its own day of firings (a day holds 86,400 one-second firings).
             at = start + timedelta(days=2 * round_ + (1 if has_index else 0))
             tag = f"{round_}-{has_index}-"
-            ms = _timed_sql(_INSERT_SQL, [at, tag, at, at, args.insert_rows, data["big_job"]])
+            ms = _timed_sql(_INSERT_SQL, [at, at, tag, at, at, args.insert_rows, data["big_job"]])
             (with_index if has_index else without).append(ms * 1000 / args.insert_rows)
             if not has_index:
                 _sql(definition)

@@ -49,7 +49,7 @@ INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigge
                          attempt, epoch, dedup_key, worker, cancel_requested, queued_at,
                          published_at, started_at, finished_at, lateness, start_lag,
                          last_error, replayed_count, created_at)
-SELECT gen_random_uuid(), j.id, j.tenant_id, j.partition, s.at, 'schedule',
+SELECT jobs_run_id(s.at), j.id, j.tenant_id, j.partition, s.at, 'schedule',
        CASE WHEN mod(s.n, 500) = 0 THEN 'dead' WHEN mod(s.n, 97) = 0 THEN 'failed'
             ELSE 'succeeded' END,
        CASE WHEN mod(s.n, 500) = 0 THEN 3 WHEN mod(s.n, 50) = 0 THEN 2 ELSE 1 END,

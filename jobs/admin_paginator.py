@@ -34,18 +34,26 @@ class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
         return max(bounded, estimated_rows(rows))
 
 
+# A partitioned table (the runs, docs/history.md, "Partitions") has no reltuples of its own
+# that autovacuum keeps: its partitions' are summed (those analysed at least once).
+_TABLE_ROWS_SQL = """
+SELECT CASE WHEN t.relkind = 'p'
+            THEN (SELECT sum(c.reltuples) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                   WHERE i.inhparent = t.oid AND c.reltuples >= 0)
+            ELSE t.reltuples END::bigint
+  FROM pg_class t WHERE t.oid = to_regclass(%s)
+"""
+
+
 def estimated_rows(rows: QuerySet[Any]) -> int:
     """PostgreSQL's estimate of the rows ``rows`` matches, without reading them."""
     connection = connections[rows.db]
     with connection.cursor() as cursor:
         if not rows.query.where:
-            cursor.execute(
-                "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
-                [rows.model._meta.db_table],
-            )
+            cursor.execute(_TABLE_ROWS_SQL, [rows.model._meta.db_table])
             found = cursor.fetchone()
-            # -1: never vacuumed or analysed; the planner's estimate below still answers.
-            if found is not None and found[0] >= 0:
+            # -1 or NULL: never vacuumed or analysed; the planner's estimate below answers.
+            if found is not None and found[0] is not None and found[0] >= 0:
                 return int(found[0])
         sql, params = rows.order_by().query.sql_with_params()
         cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import io
-from datetime import timedelta
+from datetime import date, timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from jobs.management.commands import backfill
 from jobs.models import JobRun
+from jobs.services import history_partitions
 from jobs.states import RunState
 from tests.support.clock import FakeClock
 from tests.support.factories import T0, job_factory
@@ -86,3 +88,27 @@ def test_too_large_range_needs_force() -> None:
         _backfill(*args)
     out, _ = _backfill(*args, "--force", "--rate", "100000")
     assert "created 10801 of 10801" in out
+
+
+def test_backfill_creates_its_days_partitions_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    job = job_factory(cron="0 12 * * *")  # daily at noon
+    # Four days far in the past; on demand at most the latest three get partitions.
+    monkeypatch.setattr(history_partitions, "ON_DEMAND_MAX_DAYS", 3)
+    out, _ = _backfill(str(job.id), "--start", "2020-03-01T00:00Z", "--end", "2020-03-04T23:00Z")
+    assert "created 4 of 4" in out
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT scheduled_for::date, tableoid::regclass::text FROM jobs_jobrun"
+            " WHERE job_id = %s ORDER BY scheduled_for",
+            [job.id],
+        )
+        where = [(day.isoformat(), table) for day, table in cursor.fetchall()]
+    assert where == [
+        ("2020-03-01", "jobs_jobrun_default"),
+        ("2020-03-02", "jobs_jobrun_p20200302"),
+        ("2020-03-03", "jobs_jobrun_p20200303"),
+        ("2020-03-04", "jobs_jobrun_p20200304"),
+    ]
+    assert {date(2020, 3, 2), date(2020, 3, 4)} <= history_partitions.partition_days(
+        "jobs_runattempt"
+    )

@@ -5,6 +5,7 @@ and on demand, race-safely, and a day already in the default partition stays the
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta
 from uuid import UUID
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
 from beat_engine.history_purger import HistoryPurger
+from jobs.execution import ExecutionOutcome, run_execute
 from jobs.models import JobRun, RunAttempt
 from jobs.run_ids import run_id_ceil, run_id_floor, run_id_for
 from jobs.run_partitions import ATTEMPT_TABLE, RUN_TABLE, partition_name
@@ -253,3 +255,16 @@ def test_the_history_duty_creates_the_days_ahead(drop_days: list[date]) -> None:
     finally:
         purger.close()
     assert set(drop_days) <= partition_days(RUN_TABLE) & partition_days(ATTEMPT_TABLE)
+
+
+@pytest.mark.django_db
+def test_a_message_naming_a_run_that_no_longer_exists_is_dropped() -> None:
+    """What a worker does with a message sent before migration 0012 gave its run a new id."""
+    job = job_factory()
+    run = run_factory(job, scheduled_for=NOON, state=RunState.QUEUED, attempt=1, queued_at=NOON)
+    old_id = uuid.uuid4()
+    outcome = run_execute(run_id=old_id, attempt=1, clock=FakeClock(NOON))
+    assert outcome == ExecutionOutcome.STALE
+    run.refresh_from_db()
+    assert (run.state, run.attempt) == (RunState.QUEUED, 1)
+    assert not RunAttempt.objects.exists()
