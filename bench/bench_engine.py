@@ -207,14 +207,15 @@ def bench_steady(rate: int, seconds: int) -> dict[str, str]:
         cursor.execute(
             "UPDATE jobs_job SET anchor_at = anchor_at + (regexp_replace(name, '\\D', '', 'g')"
             "::bigint * 1000 / %s) * interval '1 millisecond' - (regexp_replace(name, '\\D',"
-            " '', 'g')::bigint %% %s) * interval '1 millisecond'",
+            " '', 'g')::bigint %% %s) * interval '1 millisecond' WHERE name LIKE 'st-%%'",
             [rate, seconds * 1000],
         )
         # Seeding can outlast its lead on a busy machine: move the whole schedule so that the
         # first firing is due shortly after the engine starts, never before.
         shift = SystemClock().now() + timedelta(seconds=3) - anchor
         cursor.execute(
-            "UPDATE jobs_job SET anchor_at = anchor_at + %s, next_fire_at = anchor_at + %s",
+            "UPDATE jobs_job SET anchor_at = anchor_at + %s, next_fire_at = anchor_at + %s"
+            " WHERE name LIKE 'st-%%'",
             [shift, shift],  # type: ignore[list-item]  # psycopg adapts timedelta
         )
         anchor += shift

@@ -1,6 +1,7 @@
 """Run history at scale: the readers and the history purge on a large runs table.
 
     .venv/bin/python bench/bench_history.py [--runs 2000000] [--jobs 1000] [--write-docs]
+                                            [--claims [--spike 50000] [--steady-rate 1000]]
 
 Starts its own embedded PostgreSQL and Redis in .local/bench_history (never DATABASE_URL's
 database), generates ``--runs`` finished runs with COPY (one job holds ``--big-share`` of them,
@@ -15,7 +16,10 @@ Then it measures, through Django's test client (in process, no HTTP server):
   GROUP BY over all of a job's runs, the date hierarchy's ``SELECT DISTINCT date_trunc``;
 * the purge's throughput (rows/s) per table, batch after batch until nothing is left;
 
-and prints the EXPLAIN (ANALYZE, BUFFERS) plans of the readers. With ``--write-docs`` it
+and prints the EXPLAIN (ANALYZE, BUFFERS) plans of the readers. With ``--claims`` it also runs
+the beat engine's midnight spike and steady rate (bench/bench_engine.py) twice in the same
+process, side by side: before the history is generated (an empty history) and after it, with
+the history's jobs paused so that only the measured jobs fire. With ``--write-docs`` it
 rewrites the "Run history" section of docs/benchmarks.md and its records in
 docs/benchmarks.json. The services directory is deleted at the end (the data is dropped)
 unless ``--keep``. Asserts nothing.
@@ -31,7 +35,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -174,12 +178,14 @@ def generate(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
         "indexname NOT IN (SELECT conname FROM pg_constraint "
         "                   WHERE conrelid = 'jobs_jobrun'::regclass)"
     )
-    # The day partitions of the generated history (docs/history.md, "Partitions"), as the
-    # history duty and backfill create them: the big job's firings reach furthest back.
+    # The day partitions of the generated history (docs/history.md, "Partitions"): those of
+    # the last --partition-days days, a hot window's worth; older firings (the big job's reach
+    # furthest back) go to the default partition, where an archive would have taken them.
     from jobs.run_partitions import days_between
     from jobs.services.history_partitions import partitions_ensure
 
     oldest = now - timedelta(minutes=int(args.runs * args.big_share) + 1)
+    oldest = max(oldest, now - timedelta(days=args.partition_days))
     partitions_ensure(days_between(oldest.date(), now.date()))
     started = time.perf_counter()
     for name, _ in secondary:
@@ -237,6 +243,47 @@ def generate(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
         "vacuum_s": vacuum_s,
         "table_mb": _sql("SELECT pg_total_relation_size('jobs_jobrun') / 1048576")[0][0],
     }
+
+
+def _reset_keeping_history() -> int:
+    """bench_engine's reset, minus the history: only the engine bench's own tenant's jobs and
+    runs go (it truncates every run otherwise)."""
+    import redis
+    from django.conf import settings
+
+    from jobs.models import Tenant
+
+    tenant, _ = Tenant.objects.get_or_create(
+        name="bench", defaults={"created_at": datetime.now(UTC)}
+    )
+    _sql(
+        "DELETE FROM jobs_runattempt WHERE run_id IN"
+        " (SELECT id FROM jobs_jobrun WHERE tenant_id = %s)",
+        [tenant.id],
+    )
+    _sql("DELETE FROM jobs_dedupkey WHERE tenant_id = %s", [tenant.id])
+    _sql("DELETE FROM jobs_deadletter WHERE tenant_id = %s", [tenant.id])
+    _sql("DELETE FROM jobs_jobrun WHERE tenant_id = %s", [tenant.id])
+    _sql("DELETE FROM jobs_job WHERE tenant_id = %s", [tenant.id])
+    _sql("TRUNCATE jobs_partitionepoch")
+    redis.Redis.from_url(settings.REDIS_URL).flushall()
+    return int(tenant.id)
+
+
+def claims(args: argparse.Namespace, label: str) -> dict[str, str]:
+    """The engine's spike and steady figures (bench/bench_engine.py) on this database as it is."""
+    from bench import bench_engine
+
+    bench_engine._reset = _reset_keeping_history  # type: ignore[assignment]
+    # The history's own jobs (generated active, one firing a minute) would fire meanwhile.
+    _sql("UPDATE jobs_job SET status = 'paused' WHERE status = 'active'")
+    figures = bench_engine.bench_spike(args.spike)
+    figures.update(bench_engine.bench_steady(args.steady_rate, args.steady_s))
+    _reset_keeping_history()
+    _sql("VACUUM (ANALYZE) jobs_jobrun, jobs_job")
+    for name, value in figures.items():
+        print(f"claims, {label}: {name}: {value}", flush=True)
+    return figures
 
 
 def _quantiles(samples: list[float]) -> tuple[float, float]:
@@ -434,6 +481,19 @@ def _section(
         f"1,000 runs with it and {cost['without']:.1f} ms without (medians of "
         f"{args.insert_rounds} alternating rounds).",
     ]
+    if figures.get("claims"):
+        empty, full = figures["claims"]
+        lines += [
+            "",
+            f"The beat engine's claims beside the history (`--claims`: bench/bench_engine.py's "
+            f"spike of {args.spike:,} firings due at once and steady {args.steady_rate:,} "
+            f"firings/s for {args.steady_s} s, one node, in this process), first on the empty "
+            f"history, then with the {args.runs:,} runs (the history's jobs paused):",
+            "",
+            "| figure | empty history | with the history |",
+            "| --- | --- | --- |",
+        ]
+        lines += [f"| {name} | {value} | {full.get(name, '')} |" for name, value in empty.items()]
     lines += [
         "",
         "The history purge (`jobs/services/history_retention.py`, batches of 5,000 rows, each "
@@ -463,7 +523,7 @@ def _records(args: argparse.Namespace, figures: dict[str, Any],
     return records
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=2_000_000)
     parser.add_argument("--jobs", type=int, default=1_000)
@@ -475,9 +535,20 @@ def main() -> int:
     parser.add_argument("--admin-repeat", type=int, default=10)
     parser.add_argument("--insert-rows", type=int, default=50_000, help="at most 86,400")
     parser.add_argument("--insert-rounds", type=int, default=3)
+    parser.add_argument(
+        "--claims", action="store_true", help="engine spike/steady, empty history vs loaded"
+    )
+    parser.add_argument("--partition-days", type=int, default=31)
+    parser.add_argument("--spike", type=int, default=50_000)
+    parser.add_argument("--steady-rate", type=int, default=1_000)
+    parser.add_argument("--steady-s", type=int, default=30)
     parser.add_argument("--write-docs", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep .local/bench_history")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = _arguments()
     shutil.rmtree(SERVICES, ignore_errors=True)
     embedded = _setup()
     try:
@@ -485,6 +556,7 @@ def main() -> int:
 
         now = SystemClock().now()
         load_at_start = os.getloadavg()[0]
+        empty_claims = claims(args, "empty history") if args.claims else {}
         started = time.perf_counter()
         data = generate(args, now)
         print(
@@ -496,6 +568,8 @@ def main() -> int:
         )
         data["load"] = (load_at_start, 0.0)
         figures = readers(args, data)
+        if args.claims:
+            figures["claims"] = (empty_claims, claims(args, f"{args.runs:,} runs of history"))
         for name in ("job_get", "runs_first", "runs_deep"):
             print(f"{name}: p50 {figures[name][0]:.1f} ms, p95 {figures[name][1]:.1f} ms")
         print(f"admin run list: p50 {figures['admin_p50']:.0f} ms, page 2 "
