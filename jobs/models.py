@@ -595,6 +595,7 @@ class PartitionEpoch(models.Model):
 # Recorded decisions (why a firing did not run or ran late) and notification webhooks with
 # their delivery outbox live in modules of their own; imported here so that Django registers
 # them with the app.
+from jobs.models_archive import ArchivedDay  # noqa: E402
 from jobs.models_notifications import (  # noqa: E402
     LatenessAlert,
     NotificationDelivery,
@@ -604,6 +605,7 @@ from jobs.models_reasons import DecisionReason, JobEvent  # noqa: E402
 from jobs.models_target_limits import TargetLimit  # noqa: E402
 
 __all__ = [
+    "ArchivedDay",
     "DecisionReason",
     "JobEvent",
     "LatenessAlert",

@@ -273,6 +273,10 @@ SCHEDULER: dict[str, Any] = {
     # Run history partitions (docs/history.md, "Partitions"): the history duty keeps today's
     # and this many further days' partitions created.
     "PARTITIONS_AHEAD_DAYS": env_int("SCHEDULER_PARTITIONS_AHEAD_DAYS", 7, minimum=1),
+    # Runs and attempts of the last HISTORY_HOT_DAYS UTC days stay in PostgreSQL; each older
+    # day is archived to files under ARCHIVE_DIR and dropped (docs/history.md, "Archive").
+    "HISTORY_HOT_DAYS": env_int("SCHEDULER_HISTORY_HOT_DAYS", 30, minimum=1),
+    "ARCHIVE_DIR": env_str("SCHEDULER_ARCHIVE_DIR", str(BASE_DIR / ".local" / "archive")),
     "PAYLOAD_MAX_BYTES": env_int("SCHEDULER_PAYLOAD_MAX_BYTES", 256 * 1024, minimum=1),
     "HTTP_ALLOWLIST": env_list("SCHEDULER_HTTP_ALLOWLIST", []),
     "HTTP_RESPONSE_MAX_BYTES": env_int("SCHEDULER_HTTP_RESPONSE_MAX_BYTES", 64 * 1024, minimum=0),
