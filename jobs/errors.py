@@ -45,6 +45,15 @@ class IdempotencyKeyReused(SchedulerError):
         self.key = key
 
 
+class HistoryArchived(SchedulerError):
+    """What was asked for is in the run-history archive, no longer in the runs table; ``span``
+    says which days (docs/history.md, "Archive")."""
+
+    def __init__(self, message: str, span: dict[str, object]) -> None:
+        super().__init__(message)
+        self.span = span
+
+
 class HasDependents(SchedulerError):
     """The job has live dependent jobs; cancelling it alone would leave them never running."""
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, Max, Min, QuerySet
 
 from beat_engine.schedules import ScheduleSpec, preview_fires
+from jobs.archive_format import day_bounds, iso
 from jobs.job_figures import JobFigures, job_figures
-from jobs.models import DeadLetter, Job, JobRun, Tenant
+from jobs.models import ArchivedDay, DeadLetter, Job, JobRun, Tenant
 
 # The DAG reads live in their own module; re-exported so callers find every read path here.
 from jobs.selectors_graph import GRAPH_MAX_JOBS as GRAPH_MAX_JOBS
@@ -87,6 +89,75 @@ def run_get(*, tenant: Tenant, run_id: uuid.UUID) -> JobRun:
         .prefetch_related("attempts")
         .get(id=run_id)
     )
+
+
+@dataclass(frozen=True)
+class ArchivedSpan:
+    """The archived UTC days of a range of scheduled_for: their runs are in the archive, not
+    in the runs table (docs/history.md, "Archive")."""
+
+    first_day: date
+    last_day: date
+    days: int
+
+    def covers(self, first: date, last: date) -> bool:
+        """Every day from first to last (inclusive) is archived."""
+        return (
+            self.first_day <= first
+            and self.last_day >= last
+            and self.days == (last - first).days + 1
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from": iso(day_bounds(self.first_day)[0]),
+            "until": iso(day_bounds(self.last_day)[1]),
+            "days": self.days,
+            "message": (
+                f"runs scheduled on {self.days} UTC day(s) from {self.first_day.isoformat()} "
+                f"to {self.last_day.isoformat()} are archived: the API serves the hot window "
+                "only; an operator loads a day back with manage.py restore_runs"
+            ),
+        }
+
+
+def _last_day(until: datetime) -> date:
+    """The UTC day of the last instant before ``until`` (exclusive)."""
+    return (until - timedelta(microseconds=1)).astimezone(UTC).date()
+
+
+def archived_span(*, since: datetime | None, until: datetime | None) -> ArchivedSpan | None:
+    """The archived days within [since, until), or None. ArchivedDay holds a row per archived
+    day, a few hundred a year: the aggregate reads that small table, never the runs."""
+    days = ArchivedDay.objects.all()
+    if since is not None:
+        days = days.filter(day__gte=since.astimezone(UTC).date())
+    if until is not None:
+        days = days.filter(day__lte=_last_day(until))
+    found = days.aggregate(first=Min("day"), last=Max("day"), n=Count("day"))
+    if not found["n"]:
+        return None
+    return ArchivedSpan(first_day=found["first"], last_day=found["last"], days=found["n"])
+
+
+def range_archived(span: ArchivedSpan, *, since: datetime | None, until: datetime | None) -> bool:
+    """The whole range [since, until) lies in archived days (an open end never does: today is
+    hot; an open start begins at the first archived day)."""
+    if until is None:
+        return False
+    first = since.astimezone(UTC).date() if since is not None else span.first_day
+    return span.covers(first, _last_day(until))
+
+
+def run_archived_day(run_id: uuid.UUID) -> ArchivedSpan | None:
+    """The archived day a run id names, or None. A run id is time-ordered (UUIDv7): its first
+    48 bits are the Unix milliseconds of its scheduled_for, so the id alone says the day."""
+    if run_id.version != 7:
+        return None
+    day = datetime.fromtimestamp((run_id.int >> 80) / 1000, tz=UTC).date()
+    if not ArchivedDay.objects.filter(day=day).exists():
+        return None
+    return ArchivedSpan(first_day=day, last_day=day, days=1)
 
 
 def dead_letter_list(

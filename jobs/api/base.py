@@ -32,6 +32,7 @@ _ERROR_TEXT = {
     400: "Bad input: field-level messages in error.fields; nothing was written.",
     401: "Missing, malformed or revoked API key.",
     404: "No such object for this tenant.",
+    410: "Archived: the runs asked for left the hot history; error.archived says which days.",
     409: "Stale version, conflicting state, live dependents or a lost race; nothing was changed.",
     422: "The idempotency key was already used with a different body.",
     429: "Too many requests for this tenant; see Retry-After.",

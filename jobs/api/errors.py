@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from jobs.db_failover import UNAVAILABLE_MESSAGE, connection_lost, web_request_unavailable
 from jobs.errors import (
     HasDependents,
+    HistoryArchived,
     IdempotencyKeyReused,
     InvalidInput,
     InvalidTransition,
@@ -91,6 +92,9 @@ def _scheduler_error(exc: SchedulerError, request_id: str) -> Response:
         dependents = [{"job_id": job_id, "name": name} for job_id, name in exc.dependents]
         body = error_body("has_dependents", str(exc), request_id, dependents=dependents)
         return Response(body, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, HistoryArchived):
+        body = error_body("archived", str(exc), request_id, archived=exc.span)
+        return Response(body, status=status.HTTP_410_GONE)
     if isinstance(exc, InvalidTransition):
         return Response(
             error_body("invalid_transition", str(exc), request_id), status=status.HTTP_409_CONFLICT

@@ -181,6 +181,23 @@ class ErrorDetailOut(serializers.Serializer[Any]):
         required=False,
         help_text="has_dependents: the live dependent jobs (job_id, name) that kept the cancel.",
     )
+    archived = serializers.DictField(
+        required=False,
+        help_text="archived (410): the archived days of the range or run asked for (ArchivedOut).",
+    )
+
+
+# "from" is a Python keyword, so the class is built from a dict of its fields.
+ArchivedOut = type(
+    "ArchivedOut",
+    (serializers.Serializer,),
+    {
+        "from": serializers.DateTimeField(help_text="start of the first archived UTC day"),
+        "until": serializers.DateTimeField(help_text="end of the last archived UTC day"),
+        "days": serializers.IntegerField(help_text="archived days in the range"),
+        "message": serializers.CharField(),
+    },
+)
 
 
 class ErrorOut(serializers.Serializer[Any]):
@@ -201,5 +218,17 @@ def page_of(
 
 
 JobPage = page_of(JobOut, "JobPage")
-RunPage = page_of(RunOut, "RunPage")
+RunPage = type(
+    "RunPage",
+    (page_of(RunOut, "RunPageBase"),),
+    {
+        "archived": ArchivedOut(
+            allow_null=True,
+            help_text=(
+                "On the page that ends the hot history (no next page): the archived days the "
+                "query's range reaches into, or null. Those runs are in the archive only."
+            ),
+        )
+    },
+)
 DeadLetterPage = page_of(DeadLetterOut, "DeadLetterPage")

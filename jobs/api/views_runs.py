@@ -26,7 +26,8 @@ from jobs.api.serializers_runs import (
     RunOut,
     RunPage,
 )
-from jobs.errors import InvalidInput, InvalidTransition
+from jobs.errors import HistoryArchived, InvalidInput, InvalidTransition
+from jobs.models import JobRun
 from jobs.services.dead_letters import dead_letter_replay
 from jobs.services.runs import run_request_cancel
 from jobs.states import RunState
@@ -41,27 +42,50 @@ class JobRunsView(ApiView):
     @extend_schema(
         operation_id="jobs_runs_list",
         parameters=[RunListQuery],
-        responses={200: RunPage, **errors(404)},
+        responses={200: RunPage, **errors(404, 410)},
+        description=(
+            "The job's runs in the hot window (SCHEDULER_HISTORY_HOT_DAYS, 30 days by default), "
+            "newest firing first. Older days are archived: the last page says which days of "
+            "the range are (archived), and a range entirely archived is a 410."
+        ),
     )
     def get(self, request: Request, job_id: uuid.UUID) -> Response:
         query = RunListQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
+        since, until = query.validated_data.get("since"), query.validated_data.get("until")
         runs = selectors.run_list(
             tenant=self.tenant,
             job_id=job_id,
             state=query.validated_data.get("state"),
-            since=query.validated_data.get("since"),
-            until=query.validated_data.get("until"),
+            since=since,
+            until=until,
         )
         page = paginate(runs, request, RUN_KEYS)
+        # The hot window ends on the page without a next one: say which days of the range are
+        # archived, so an empty or short page never reads as "never ran" (docs/api.md).
+        archived = None
+        if page.next is None:
+            span = selectors.archived_span(since=since, until=until)
+            if span is not None:
+                if not page.items and selectors.range_archived(span, since=since, until=until):
+                    raise HistoryArchived("every day of the range is archived", span=span.to_json())
+                archived = span.to_json()
         results = RunOut(page.items, many=True).data
-        return Response({"results": results, "next": page.next, "previous": page.previous})
+        return Response(
+            {"results": results, "next": page.next, "previous": page.previous, "archived": archived}
+        )
 
 
 class RunItemView(ApiView):
-    @extend_schema(operation_id="runs_retrieve", responses={200: RunDetailOut, **errors(404)})
+    @extend_schema(operation_id="runs_retrieve", responses={200: RunDetailOut, **errors(404, 410)})
     def get(self, request: Request, run_id: uuid.UUID) -> Response:
-        run = selectors.run_get(tenant=self.tenant, run_id=run_id)
+        try:
+            run = selectors.run_get(tenant=self.tenant, run_id=run_id)
+        except JobRun.DoesNotExist:
+            span = selectors.run_archived_day(run_id)
+            if span is None:
+                raise
+            raise HistoryArchived("the run's day is archived", span=span.to_json()) from None
         return Response(RunDetailOut(run).data)
 
 
