@@ -13,6 +13,7 @@ from beat_engine.schedules import ScheduleSpec, preview_fires
 from jobs.archive_format import day_bounds, iso
 from jobs.job_figures import JobFigures, job_figures
 from jobs.models import ArchivedDay, DeadLetter, Job, JobRun, Tenant
+from jobs.run_ids import run_id_day
 
 # The DAG reads live in their own module; re-exported so callers find every read path here.
 from jobs.selectors_graph import GRAPH_MAX_JOBS as GRAPH_MAX_JOBS
@@ -150,11 +151,11 @@ def range_archived(span: ArchivedSpan, *, since: datetime | None, until: datetim
 
 
 def run_archived_day(run_id: uuid.UUID) -> ArchivedSpan | None:
-    """The archived day a run id names, or None. A run id is time-ordered (UUIDv7): its first
-    48 bits are the Unix milliseconds of its scheduled_for, so the id alone says the day."""
+    """The archived day a run id names, or None: a run id carries its scheduled_for
+    (jobs/run_ids.py), so the id alone says the day."""
     if run_id.version != 7:
         return None
-    day = datetime.fromtimestamp((run_id.int >> 80) / 1000, tz=UTC).date()
+    day = run_id_day(run_id)
     if not ArchivedDay.objects.filter(day=day).exists():
         return None
     return ArchivedSpan(first_day=day, last_day=day, days=1)

@@ -3,7 +3,6 @@ never with an empty page that reads as "never ran" (docs/api.md, docs/history.md
 
 from __future__ import annotations
 
-import os
 import uuid
 from datetime import UTC, date, datetime, timedelta
 
@@ -11,6 +10,7 @@ import pytest
 
 from jobs.models import ArchivedDay, Job
 from jobs.models_archive import ArchiveStep
+from jobs.run_ids import run_id_for
 from tests.support.api import ApiClient, job_body
 from tests.support.factories import T0, run_factory
 
@@ -35,15 +35,6 @@ def _archived(*days: date) -> None:
             detached_at=T0,
             updated_at=T0,
         )
-
-
-def _time_ordered_id(instant: datetime) -> uuid.UUID:
-    """A run id of the time-ordered layout (UUIDv7): the instant's Unix ms, then random bits."""
-    ms = int(instant.timestamp() * 1000)
-    raw = (ms << 80) | int.from_bytes(os.urandom(10), "big") & ((1 << 80) - 1)
-    raw = (raw & ~(0xF << 76)) | (0x7 << 76)  # version 7
-    raw = (raw & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
-    return uuid.UUID(int=raw)
 
 
 DEC_1, DEC_2, DEC_3 = date(2025, 12, 1), date(2025, 12, 2), date(2025, 12, 3)
@@ -77,7 +68,8 @@ def test_the_page_that_ends_the_hot_window_names_the_archived_days(
 
     # Only the page without a next one says it: earlier pages are all hot.
     assert first["archived"] is None
-    assert len(last["results"]) == 1 and last["next"] is None
+    assert len(last["results"]) == 1
+    assert last["next"] is None
     assert last["archived"]["days"] == 2
     assert last["archived"]["from"] == "2025-12-01T00:00:00.000000Z"
 
@@ -119,8 +111,8 @@ def test_without_archived_days_nothing_changes(alice: ApiClient, job: Job) -> No
 def test_a_run_of_an_archived_day_is_a_410_and_an_unknown_one_a_404(alice: ApiClient) -> None:
     _archived(DEC_1)
 
-    archived = alice.get(f"/v1/runs/{_time_ordered_id(datetime(2025, 12, 1, 13, tzinfo=UTC))}")
-    hot_day = alice.get(f"/v1/runs/{_time_ordered_id(datetime(2025, 12, 2, 13, tzinfo=UTC))}")
+    archived = alice.get(f"/v1/runs/{run_id_for(datetime(2025, 12, 1, 13, tzinfo=UTC))}")
+    hot_day = alice.get(f"/v1/runs/{run_id_for(datetime(2025, 12, 2, 13, tzinfo=UTC))}")
     random = alice.get(f"/v1/runs/{uuid.uuid4()}")
 
     assert archived.status_code == 410

@@ -46,7 +46,8 @@ def test_what_is_written_reads_back_and_verifies(tmp_path: Path) -> None:
     with gzip.open(tmp_path / "jobs_jobrun.jsonl.gz", "rt", encoding="utf-8") as stream:
         assert [json.loads(line)["id"] for line in stream] == [f"run-{i}" for i in range(50)]
     raw = json.loads((tmp_path / "manifest.json").read_text())
-    assert raw["format"] == fmt.FORMAT and raw["schema_version"] == fmt.SCHEMA_VERSION
+    assert raw["format"] == fmt.FORMAT
+    assert raw["schema_version"] == fmt.SCHEMA_VERSION
     assert raw["from"] == "2026-11-01T00:00:00.000000Z"
     assert raw["until"] == "2026-11-02T00:00:00.000000Z"
     assert {f["table"]: f["rows"] for f in raw["files"]} == {
