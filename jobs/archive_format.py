@@ -24,7 +24,7 @@ import io
 import json
 import os
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -37,6 +37,7 @@ SUFFIX = ".jsonl.gz"
 # Level 6 (zlib's own default, not gzip's 9): most of the size for a fraction of the CPU.
 COMPRESS_LEVEL = 6
 _READ_CHUNK = 1 << 20
+_PROGRESS_ROWS = 50_000
 
 
 class ArchiveError(Exception):
@@ -424,7 +425,9 @@ def read_lines(directory: Path, entry: FileEntry) -> Iterator[bytes]:
         yield from _lines(path, raw)
 
 
-def verify_file(directory: Path, entry: FileEntry) -> None:
+def verify_file(
+    directory: Path, entry: FileEntry, on_rows: Callable[[int], None] | None = None
+) -> None:
     """Re-read one file (one pass) and check its SHA-256, its row count and its row digest
     against the manifest's entry."""
     path = directory / entry.file
@@ -434,7 +437,11 @@ def verify_file(directory: Path, entry: FileEntry) -> None:
         for line in _lines(path, hashing):
             rows += 1
             digest += line_digest(line)
+            if on_rows is not None and rows % _PROGRESS_ROWS == 0:
+                on_rows(_PROGRESS_ROWS)
         hashing.drain()
+    if on_rows is not None:
+        on_rows(rows % _PROGRESS_ROWS)
     sha = hashing.sha256.hexdigest()
     if sha != entry.sha256:
         raise ArchiveError(f"{path}: SHA-256 {sha}, the manifest says {entry.sha256}")
@@ -444,9 +451,11 @@ def verify_file(directory: Path, entry: FileEntry) -> None:
         raise ArchiveError(f"{path}: row digest {digest}, the manifest says {entry.row_digest}")
 
 
-def verify_archive(directory: Path) -> tuple[Manifest, str]:
+def verify_archive(
+    directory: Path, on_rows: Callable[[int], None] | None = None
+) -> tuple[Manifest, str]:
     """The manifest, once every file it names is what it says (ArchiveError otherwise)."""
     manifest, sha = read_manifest(directory)
     for entry in manifest.files:
-        verify_file(directory, entry)
+        verify_file(directory, entry, on_rows)
     return manifest, sha

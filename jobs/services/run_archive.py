@@ -1,0 +1,512 @@
+"""Archiving whole days of run history past the hot window, and loading one back for an audit
+(docs/history.md, "Archive" and "Restore"; files: jobs/archive_format.py; partitions:
+jobs/run_partitions.py).
+
+A day goes through four steps, each recorded in its ArchivedDay row before the next starts,
+so a crash at any point loses nothing and the next pass goes on from the recorded step:
+
+1. **detach**: one transaction under the layout lock takes the runs table, then the attempts
+   table (the order every run-then-attempt writer uses), checks again that nothing of the day
+   is still needed, moves its closed dead letters to a table of their own, lets go of its
+   dedup keys, detaches both partitions and writes the row (step ``detached``). Nothing is
+   lost if it fails: it all rolls back;
+2. **export**: the detached tables to files and a manifest, written under temporary names and
+   renamed (step ``exported``); an export that dies half-way is simply done again;
+3. **verify**: every file re-read (SHA-256, row count, row digest) and the count and digest
+   compared with PostgreSQL's over the detached tables (step ``verified``); a mismatch sends
+   the day back to ``detached`` (the next pass exports it again) and stops the pass;
+4. **drop**: the detached tables dropped, under the layout lock (step ``archived``).
+
+What keeps a day hot (it is skipped, said so, and tried again on the next pass): a live run
+(pending, queued, running, retry_wait), a dead run, a run that failed less than the
+dead-letter retention ago, or a dead letter that is open or closed less than that retention
+ago: what a running job or a replay still needs (jobs/services/history_retention.py). The
+dedup keys of an archived day's runs are all unprotected by then: the expired ones are
+deleted, the others kept for the rest of their TTL with no run (a key's meaning does not
+depend on its run, docs/history.md, "Dedup keys").
+
+One archive runs at a time: a pass holds a session advisory lock, and every step is a
+compare-and-set on the day's step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+
+from jobs import archive_format as fmt
+from jobs.archive_format import ArchiveError
+from jobs.models_archive import ArchivedDay, ArchiveStep
+from jobs.run_ids import day_id_range
+from jobs.run_partitions import (
+    ATTEMPT_TABLE,
+    LAYOUT_LOCK_KEY,
+    RUN_TABLE,
+    parse_partition_name,
+    partition_name,
+)
+from jobs.services.history_retention import dead_letter_retention
+from jobs.states import RunState
+
+logger = logging.getLogger("jobs")
+
+# The key of the session advisory lock one archive pass holds ("HISTARCH").
+ARCHIVE_LOCK_KEY = 0x4849535441524348
+# How long the detach and the drop wait for their table locks before leaving the day for the
+# next pass: the detach locks the runs table exclusively, and claims queue behind a waiting
+# exclusive lock.
+LOCK_TIMEOUT_MS = 2000
+# Rows per progress report while exporting or verifying.
+PROGRESS_EVERY = 50_000
+# The schema restores go to (docs/history.md, "Restore").
+AUDIT_SCHEMA = "history_audit"
+
+_LIVE = sorted(
+    s.value for s in (RunState.PENDING, RunState.QUEUED, RunState.RUNNING, RunState.RETRY_WAIT)
+)
+# The live states as the partial indexes' predicates spell them (run_timer_by_partition,
+# run_in_flight_by_job), so that with the tables locked the check reads two small indexes of
+# the day, not the day.
+_LIVE_BY_INDEX = ("('pending', 'retry_wait')", "('queued', 'running', 'retry_wait')")
+
+
+class Progress:
+    """What a pass reports while it works; the command draws it, the duty ignores it."""
+
+    def step(self, day: date, step: str, total: int) -> None:
+        """``day`` starts ``step`` (export, verify, ...), over about ``total`` rows."""
+
+    def rows(self, n: int) -> None:
+        """``n`` more rows of the current step done."""
+
+
+class ArchiveFailed(Exception):
+    """An archive step could not be completed; the day keeps its recorded step."""
+
+
+def archive_root() -> Path:
+    return Path(settings.SCHEDULER["ARCHIVE_DIR"])
+
+
+def hot_cutoff(now: datetime) -> date:
+    """The first day of the hot window: days before it are archived."""
+    return (now - timedelta(days=settings.SCHEDULER["HISTORY_HOT_DAYS"])).date()
+
+
+def dead_letter_table(day: date) -> str:
+    return f"jobs_deadletter_a{day:%Y%m%d}"
+
+
+@dataclass
+class DayOutcome:
+    day: date
+    # archived, held (kept hot, reason says why), busy (locks not available now), would_archive
+    # (dry run), failed.
+    outcome: str
+    reason: str = ""
+    runs: int = 0
+    attempts: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ArchiveReport:
+    days: list[DayOutcome] = field(default_factory=list)
+    # Another archive held the lock: this pass did nothing.
+    locked_out: bool = False
+
+    def by(self, outcome: str) -> list[DayOutcome]:
+        return [d for d in self.days if d.outcome == outcome]
+
+
+def _partition_days() -> set[date]:
+    """Days that have both partitions attached."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+             WHERE i.inhparent = ANY(ARRAY[%s, %s]::regclass[])
+            """,
+            [RUN_TABLE, ATTEMPT_TABLE],
+        )
+        found: dict[date, set[str]] = {}
+        for (name,) in cursor.fetchall():
+            parsed = parse_partition_name(name)
+            if parsed is not None:
+                found.setdefault(parsed[1], set()).add(parsed[0])
+    return {day for day, tables in found.items() if len(tables) == 2}
+
+
+def _hold_reason(cursor: object, day: date, now: datetime, *, full: bool) -> str:
+    """Why the day must stay hot, or ''. ``full`` also scans the day for runs that failed
+    within the retention (a sequential scan of the partition, done before any lock); without
+    it only what can change while the day waits is checked, through partial indexes."""
+    low, high = day_id_range(day)
+    runs = partition_name(RUN_TABLE, day)
+    retained = now - dead_letter_retention()
+    checks = [
+        ("a live run", f"SELECT 1 FROM {runs} WHERE state IN {states} LIMIT 1")
+        for states in _LIVE_BY_INDEX
+    ]
+    checks.append(
+        (
+            "an open or retained dead letter",
+            f"""SELECT 1 FROM jobs_deadletter dl JOIN {runs} r ON r.id = dl.run_id
+                 WHERE dl.run_id >= %(low)s AND dl.run_id < %(high)s
+                   AND (r.state = %(dead)s OR r.state = ANY(%(live)s)
+                        OR dl.replayed_at IS NULL OR dl.replayed_at >= %(retained)s)
+                 LIMIT 1""",
+        )
+    )
+    if full:
+        checks += [
+            ("a dead run", f"SELECT 1 FROM {runs} WHERE state = %(dead)s LIMIT 1"),
+            (
+                "a run that failed within the dead-letter retention",
+                f"SELECT 1 FROM {runs} WHERE state = %(failed)s AND finished_at >= %(retained)s"
+                " LIMIT 1",
+            ),
+        ]
+    params = {
+        "live": _LIVE,
+        "dead": RunState.DEAD.value,
+        "failed": RunState.FAILED.value,
+        "low": low,
+        "high": high,
+        "retained": retained,
+    }
+    for reason, sql in checks:
+        cursor.execute(sql, params)  # type: ignore[attr-defined]
+        if cursor.fetchone() is not None:  # type: ignore[attr-defined]
+            return reason
+    return ""
+
+
+def _count(cursor: object, table: str) -> int:
+    cursor.execute(f"SELECT count(*) FROM {table}")  # type: ignore[attr-defined]
+    return int(cursor.fetchone()[0])  # type: ignore[attr-defined]
+
+
+def _drop_foreign_keys(cursor: object, table: str) -> None:
+    """A detached partition keeps copies of its parent's foreign keys; they would tie the
+    detached rows to jobs and runs that may go meanwhile (and the attempts' to the runs'
+    partition, which then could not be detached)."""
+    cursor.execute(  # type: ignore[attr-defined]
+        "SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'f'",
+        [table],
+    )
+    for (name,) in cursor.fetchall():  # type: ignore[attr-defined]
+        cursor.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')  # type: ignore[attr-defined]
+
+
+def _detach(day: date, now: datetime) -> str:
+    """Step 1; '' once detached, else why not (the day stays as it was)."""
+    low, high = day_id_range(day)
+    runs, attempts = partition_name(RUN_TABLE, day), partition_name(ATTEMPT_TABLE, day)
+    letters = dead_letter_table(day)
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LAYOUT_LOCK_KEY])
+            cursor.execute(f"LOCK TABLE {RUN_TABLE}, {ATTEMPT_TABLE} IN ACCESS EXCLUSIVE MODE")
+            # With the tables locked nothing of the day can change: what could have since the
+            # full check (a replay, a backfill's new pending run) is checked again.
+            reason = _hold_reason(cursor, day, now, full=False)
+            if reason:
+                transaction.set_rollback(True)
+                return reason
+            cursor.execute(
+                f"CREATE TABLE {letters} AS SELECT * FROM jobs_deadletter"
+                " WHERE run_id >= %s AND run_id < %s",
+                [low, high],
+            )
+            cursor.execute(
+                "DELETE FROM jobs_deadletter WHERE run_id >= %s AND run_id < %s", [low, high]
+            )
+            cursor.execute(
+                "DELETE FROM jobs_dedupkey WHERE run_id >= %s AND run_id < %s AND expires_at <= %s",
+                [low, high, now],
+            )
+            cursor.execute(
+                "UPDATE jobs_dedupkey SET run_id = NULL WHERE run_id >= %s AND run_id < %s",
+                [low, high],
+            )
+            # The foreign keys' deferred checks of the statements above run now, not at the
+            # commit after the detach.
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute(f"ALTER TABLE {ATTEMPT_TABLE} DETACH PARTITION {attempts}")
+            _drop_foreign_keys(cursor, attempts)
+            cursor.execute(f"ALTER TABLE {RUN_TABLE} DETACH PARTITION {runs}")
+            _drop_foreign_keys(cursor, runs)
+            ArchivedDay.objects.create(
+                day=day,
+                step=ArchiveStep.DETACHED,
+                run_table=runs,
+                attempt_table=attempts,
+                dead_letter_table=letters,
+                directory=str(fmt.day_directory(archive_root(), day)),
+                detached_at=now,
+                updated_at=now,
+            )
+    except OperationalError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) == "55P03":  # lock_not_available
+            return "busy"
+        raise
+    return ""
+
+
+def _advance(record: ArchivedDay, to: ArchiveStep, now: datetime, **fields: object) -> None:
+    """Compare-and-set of the day's step: from the step it was read in, to the next."""
+    changed = ArchivedDay.objects.filter(day=record.day, step=record.step).update(
+        step=to, updated_at=now, **fields
+    )
+    if changed != 1:
+        raise ArchiveFailed(f"{record.day}: its step changed under this archive (another one?)")
+    record.step = to
+    for name, value in fields.items():
+        setattr(record, name, value)
+
+
+def _table_of(record: ArchivedDay, table: str) -> str:
+    return {
+        RUN_TABLE: record.run_table,
+        ATTEMPT_TABLE: record.attempt_table,
+        fmt.DEAD_LETTERS.table: record.dead_letter_table,
+    }[table]
+
+
+def _lines(table: str, schema: fmt.TableSchema, progress: Progress) -> Iterator[str]:
+    """The table's archive lines, as PostgreSQL renders them (COPY, one text column)."""
+    with connection.cursor() as cursor:
+        copy_sql = f"COPY (SELECT {schema.line_sql()} FROM {table} AS t) TO STDOUT"
+        with cursor.copy(copy_sql) as copy:
+            copy.set_types(["text"])
+            n = 0
+            for (line,) in copy.rows():
+                n += 1
+                if n == PROGRESS_EVERY:
+                    progress.rows(n)
+                    n = 0
+                yield line
+            progress.rows(n)
+
+
+def _estimate(record: ArchivedDay) -> int:
+    """The detached tables' rows as PostgreSQL estimates them (for the progress bar only)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(greatest(reltuples, 0)), 0) FROM pg_class"
+            " WHERE oid = ANY(ARRAY[to_regclass(%s), to_regclass(%s), to_regclass(%s)])",
+            [record.run_table, record.attempt_table, record.dead_letter_table],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def _export(record: ArchivedDay, now: datetime, progress: Progress) -> None:
+    """Step 2: the files, then the manifest that names them."""
+    directory = Path(record.directory)
+    progress.step(record.day, "export", record.runs + record.attempts or _estimate(record))
+    entries = []
+    for schema in fmt.TABLES:
+        lines = _lines(_table_of(record, schema.table), schema, progress)
+        entries.append(fmt.write_table(directory, schema.table, lines))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT min(scheduled_for), max(scheduled_for) FROM {record.run_table}")
+        first, last = cursor.fetchone()
+    manifest = fmt.Manifest(
+        day=record.day,
+        created_at=now,
+        min_scheduled_for=first,
+        max_scheduled_for=last,
+        files=tuple(entries),
+    )
+    sha = fmt.write_manifest(directory, manifest)
+    counts = {e.table: e.rows for e in entries}
+    _advance(
+        record,
+        ArchiveStep.EXPORTED,
+        now,
+        manifest_sha256=sha,
+        runs=counts[RUN_TABLE],
+        attempts=counts[ATTEMPT_TABLE],
+        dead_letters=counts[fmt.DEAD_LETTERS.table],
+    )
+
+
+def table_digest(table: str, schema: fmt.TableSchema) -> tuple[int, int]:
+    """(rows, row digest) of a table as PostgreSQL sees it, over the lines it exports."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*), {fmt.ROW_DIGEST_SQL} FROM "
+            f"(SELECT {schema.line_sql()} AS line FROM {table} AS t) AS lines"
+        )
+        rows, digest = cursor.fetchone()
+    return int(rows), int(digest)
+
+
+def _verify(record: ArchivedDay, now: datetime, progress: Progress) -> None:
+    """Step 3: the files against their manifest, and the manifest against the tables."""
+    directory = Path(record.directory)
+    progress.step(record.day, "verify", record.runs + record.attempts + record.dead_letters)
+    try:
+        manifest, sha = fmt.verify_archive(directory, on_rows=progress.rows)
+        if sha != record.manifest_sha256:
+            raise ArchiveError(f"{directory}: the manifest is not the one this archive wrote")
+        for schema in fmt.TABLES:
+            entry = manifest.entry(schema.table)
+            rows, digest = table_digest(_table_of(record, schema.table), schema)
+            if (rows, digest) != (entry.rows, entry.row_digest):
+                raise ArchiveError(
+                    f"{directory / entry.file}: {entry.rows} rows (digest {entry.row_digest}), "
+                    f"the table {_table_of(record, schema.table)} {rows} (digest {digest})"
+                )
+    except ArchiveError as exc:
+        # Exported again by the next pass; the detached tables are still there.
+        _advance(record, ArchiveStep.DETACHED, now, manifest_sha256="")
+        raise ArchiveFailed(f"{record.day}: verification failed: {exc}") from None
+    _advance(record, ArchiveStep.VERIFIED, now)
+
+
+def _drop(record: ArchivedDay, now: datetime) -> str:
+    """Step 4; '' once dropped, 'busy' when the locks are not available now."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LAYOUT_LOCK_KEY])
+            for table in (record.attempt_table, record.run_table, record.dead_letter_table):
+                cursor.execute(f"DROP TABLE IF EXISTS {table}")
+            _advance(record, ArchiveStep.ARCHIVED, now)
+    except OperationalError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) == "55P03":
+            record.refresh_from_db()
+            return "busy"
+        raise
+    return ""
+
+
+def _finish(record: ArchivedDay, clock: Callable[[], datetime], progress: Progress) -> DayOutcome:
+    """Steps 2-4, from the day's recorded step."""
+    outcome = DayOutcome(record.day, "archived")
+    if record.step == ArchiveStep.DETACHED:
+        started = time.monotonic()
+        _export(record, clock(), progress)
+        outcome.seconds["export"] = time.monotonic() - started
+    if record.step == ArchiveStep.EXPORTED:
+        started = time.monotonic()
+        _verify(record, clock(), progress)
+        outcome.seconds["verify"] = time.monotonic() - started
+    if record.step == ArchiveStep.VERIFIED:
+        progress.step(record.day, "drop", 0)
+        started = time.monotonic()
+        if _drop(record, clock()):
+            return DayOutcome(record.day, "busy", "the drop could not get its locks now")
+        outcome.seconds["drop"] = time.monotonic() - started
+    outcome.runs, outcome.attempts = record.runs, record.attempts
+    return outcome
+
+
+def _try_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [ARCHIVE_LOCK_KEY])
+        return bool(cursor.fetchone()[0])
+
+
+def _unlock() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock(%s)", [ARCHIVE_LOCK_KEY])
+
+
+def archive_candidates(before: date) -> tuple[list[ArchivedDay], list[date]]:
+    """Days whose archive is under way (oldest first), and days with partitions before
+    ``before`` that have none yet."""
+    unfinished = list(ArchivedDay.objects.exclude(step=ArchiveStep.ARCHIVED).order_by("day"))
+    recorded = set(ArchivedDay.objects.values_list("day", flat=True))
+    fresh = sorted(day for day in _partition_days() if day < before and day not in recorded)
+    return unfinished, fresh
+
+
+def reappeared_days(before: date) -> list[date]:
+    """Archived days that have partitions again (a later backfill of the day created them):
+    they stay hot; their archive keeps what was archived."""
+    archived = set(
+        ArchivedDay.objects.filter(step=ArchiveStep.ARCHIVED).values_list("day", flat=True)
+    )
+    return sorted(day for day in _partition_days() if day < before and day in archived)
+
+
+def _archive_day(
+    day: date, clock: Callable[[], datetime], progress: Progress, *, dry_run: bool
+) -> DayOutcome:
+    """A day with partitions and no archive yet: checked, then all four steps."""
+    with connection.cursor() as cursor:
+        reason = _hold_reason(cursor, day, clock(), full=True)
+        runs = _count(cursor, partition_name(RUN_TABLE, day)) if dry_run else 0
+    if reason:
+        return DayOutcome(day, "held", reason)
+    if dry_run:
+        return DayOutcome(day, "would_archive", runs=runs)
+    progress.step(day, "detach", 0)
+    started = time.monotonic()
+    reason = _detach(day, clock())
+    detach_s = time.monotonic() - started
+    if reason == "busy":
+        return DayOutcome(day, "busy", "the detach could not get its locks now")
+    if reason:
+        return DayOutcome(day, "held", reason)
+    outcome = _finish(ArchivedDay.objects.get(day=day), clock, progress)
+    outcome.seconds["detach"] = detach_s
+    return outcome
+
+
+def archive_days(
+    *,
+    before: date,
+    clock: Callable[[], datetime],
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    on_day: Callable[[DayOutcome], None] | None = None,
+) -> ArchiveReport:
+    """Archive every day before ``before`` that nothing still needs, finishing first the days
+    a previous pass left under way. ``clock`` is the database's."""
+    report = ArchiveReport()
+    shown = progress or Progress()
+
+    def done(outcome: DayOutcome) -> None:
+        report.days.append(outcome)
+        if on_day is not None:
+            on_day(outcome)
+
+    if not _try_lock():
+        report.locked_out = True
+        return report
+    try:
+        unfinished, fresh = archive_candidates(before)
+        for day in reappeared_days(before):
+            done(DayOutcome(day, "held", "already archived; a later write created it again"))
+        for record in unfinished:
+            if dry_run:
+                done(DayOutcome(record.day, "would_archive", f"resumes after {record.step}"))
+                continue
+            done(_finish(record, clock, shown))
+        for day in fresh:
+            done(_archive_day(day, clock, shown, dry_run=dry_run))
+    finally:
+        _unlock()
+    for outcome in report.by("archived"):
+        logger.info(
+            "history.day_archived",
+            extra={
+                "day": outcome.day.isoformat(),
+                "runs": outcome.runs,
+                "attempts": outcome.attempts,
+                **{f"{step}_s": round(s, 3) for step, s in outcome.seconds.items()},
+            },
+        )
+    return report

@@ -1,0 +1,65 @@
+"""Days of run history for the archive tests: partitions created, runs and attempts inserted in
+bulk (the SQL twin of the run ids), and the lines PostgreSQL renders of them."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+
+from django.db import connection
+
+from jobs import archive_format as fmt
+from jobs.archive_format import day_bounds
+from jobs.models import Job
+from jobs.run_partitions import ATTEMPT_TABLE, RUN_TABLE, partition_name
+from jobs.services.history_partitions import partitions_ensure
+
+
+def fill_day(job: Job, day: date, runs: int, *, state: str = "succeeded") -> None:
+    """``runs`` finished runs of ``job`` on ``day`` (one every 10 s from 00:00:10), each with
+    one attempt, with values that test the rendering: quotes, backslashes, non-ASCII, JSON."""
+    partitions_ensure([day])
+    start, _ = day_bounds(day)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger,
+                                     state, attempt, epoch, dedup_key, worker, cancel_requested,
+                                     held_by, last_error, replayed_count, created_at, started_at,
+                                     finished_at, lateness, start_lag, result, upstream_run_ids)
+            SELECT jobs_run_id(t), %(job)s, %(tenant)s, 0, t, 'schedule', %(state)s, 1, 3,
+                   md5(t::text), 'w1', false, '', 'boom "x" \\ caf\u00e9 ' || g, 0, t, t,
+                   t + interval '2 seconds', interval '0.001234 seconds', interval '1.5 seconds',
+                   jsonb_build_object('n', g, 'text', E'line\\nnext'), ARRAY[]::uuid[]
+              FROM generate_series(1, %(runs)s) AS g,
+                   LATERAL (SELECT %(start)s::timestamptz + g * interval '10 seconds' AS t) AS x
+            """,
+            {"job": job.id, "tenant": job.tenant_id, "state": state, "runs": runs, "start": start},
+        )
+        cursor.execute(
+            f"""
+            INSERT INTO jobs_runattempt (run_id, attempt, epoch, worker, queued_at, started_at,
+                                         finished_at, outcome, error)
+            SELECT id, 1, 3, 'w1', scheduled_for, scheduled_for, finished_at, 'succeeded', ''
+              FROM {partition_name(RUN_TABLE, day)}
+            """
+        )
+
+
+def day_lines(day: date) -> dict[str, set[str]]:
+    """Every archive line of the day's runs and attempts, as PostgreSQL renders them now."""
+    found = {}
+    for schema, table in ((fmt.RUNS, RUN_TABLE), (fmt.ATTEMPTS, ATTEMPT_TABLE)):
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {schema.line_sql()} FROM {partition_name(table, day)} AS t")
+            found[schema.table] = {row[0] for row in cursor.fetchall()}
+    return found
+
+
+def table_exists(name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+        return bool(cursor.fetchone()[0])
+
+
+def ago(now: datetime, days: int) -> date:
+    return (now - timedelta(days=days)).date()
