@@ -15,10 +15,11 @@ from jobs.services.history_partitions import partitions_ensure
 
 
 def fill_day(job: Job, day: date, runs: int, *, state: str = "succeeded") -> None:
-    """``runs`` finished runs of ``job`` on ``day`` (one every 10 s from 00:00:10), each with
-    one attempt, with values that test the rendering: quotes, backslashes, non-ASCII, JSON."""
+    """``runs`` finished runs of ``job`` on ``day``, spread over it, each with one attempt, with
+    values that test the rendering: quotes, backslashes, non-ASCII, JSON."""
     partitions_ensure([day])
     start, _ = day_bounds(day)
+    spacing_ms = 86_400_000 // (runs + 1)
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -31,9 +32,17 @@ def fill_day(job: Job, day: date, runs: int, *, state: str = "succeeded") -> Non
                    t + interval '2 seconds', interval '0.001234 seconds', interval '1.5 seconds',
                    jsonb_build_object('n', g, 'text', E'line\\nnext'), ARRAY[]::uuid[]
               FROM generate_series(1, %(runs)s) AS g,
-                   LATERAL (SELECT %(start)s::timestamptz + g * interval '10 seconds' AS t) AS x
+                   LATERAL (SELECT %(start)s::timestamptz + g * %(spacing)s * interval '1 ms' AS t)
+                   AS x
             """,
-            {"job": job.id, "tenant": job.tenant_id, "state": state, "runs": runs, "start": start},
+            {
+                "job": job.id,
+                "tenant": job.tenant_id,
+                "state": state,
+                "runs": runs,
+                "start": start,
+                "spacing": spacing_ms,
+            },
         )
         cursor.execute(
             f"""
