@@ -96,6 +96,9 @@ class EngineConfig:
     # How often the holder of partition 0 purges history past its retention
     # (beat_engine/history_purger.py, docs/history.md).
     history_purge_s: float = 300.0
+    # How often the holder of partition 0 archives the days past the hot window
+    # (beat_engine/history_archiver.py, docs/history.md, "Archive").
+    history_archive_s: float = 86_400.0
 
     @classmethod
     def from_settings(
@@ -124,6 +127,7 @@ class EngineConfig:
             "broker_queue_min_bound": int(sched.get("BROKER_QUEUE_MIN_BOUND", 50)),
             "idle_tx_timeout_s": float(sched.get("ENGINE_IDLE_TX_TIMEOUT_S", 10.0)),
             "history_purge_s": float(sched.get("HISTORY_PURGE_S", 300.0)),
+            "history_archive_s": float(sched.get("HISTORY_ARCHIVE_S", 86_400.0)),
         }
         values.update(overrides)
         config = cls(**values)

@@ -20,6 +20,7 @@ from beat_engine.errors import FencedOut
 from beat_engine.fair_order import FairDueHeap
 from beat_engine.fencing import epochs_current
 from beat_engine.heap import DueEntry, interleave_by_tenant
+from beat_engine.history_archiver import HistoryArchiver
 from beat_engine.history_purger import HistoryPurger
 from beat_engine.horizon import load_horizon, load_jobs
 from beat_engine.lease_keeper import LeaseKeeper
@@ -132,6 +133,10 @@ class BeatEngine:
         self._history = HistoryPurger(clock=clock, node_id=config.node_id)
         # The first pass one period after the start, which is busy loading the horizon.
         self._next_history_mono = now_mono + config.history_purge_s
+        # Archive: the holder of partition 0 too, a day apart, the first a purge period after
+        # the start (beat_engine/history_archiver.py).
+        self._archiver = HistoryArchiver(clock=clock, node_id=config.node_id)
+        self._next_archive_mono = now_mono + min(config.history_purge_s, config.history_archive_s)
         self._next_lateness_mono = now_mono + _LATENESS_CHECK_S
         self._next_depth_mono = now_mono
         self._next_release_mono = now_mono
@@ -338,6 +343,7 @@ class BeatEngine:
         self._notices.close()
         self._webhooks.close()
         self._history.close()
+        self._archiver.close()
 
     def _before_handover(self) -> None:
         """Partitions are about to be released to a node that asked: no claim of ours is in
@@ -751,6 +757,9 @@ class BeatEngine:
         if mono >= self._next_history_mono and 0 in self.leases:
             self._history.request()
             self._next_history_mono = mono + self.config.history_purge_s
+        if mono >= self._next_archive_mono and 0 in self.leases:
+            self._archiver.request()
+            self._next_archive_mono = mono + self.config.history_archive_s
 
     def _notify(self, mono: float) -> None:
         # The sustained-lateness check reads every tenant's recent runs: one node does it, the

@@ -276,6 +276,7 @@ SCHEDULER: dict[str, Any] = {
     # Runs and attempts of the last HISTORY_HOT_DAYS UTC days stay in PostgreSQL; each older
     # day is archived to files under ARCHIVE_DIR and dropped (docs/history.md, "Archive").
     "HISTORY_HOT_DAYS": env_int("SCHEDULER_HISTORY_HOT_DAYS", 30, minimum=1),
+    "HISTORY_ARCHIVE_S": env_float("SCHEDULER_HISTORY_ARCHIVE_S", 86_400.0, minimum=0.1),
     "ARCHIVE_DIR": env_str("SCHEDULER_ARCHIVE_DIR", str(BASE_DIR / ".local" / "archive")),
     "PAYLOAD_MAX_BYTES": env_int("SCHEDULER_PAYLOAD_MAX_BYTES", 256 * 1024, minimum=1),
     "HTTP_ALLOWLIST": env_list("SCHEDULER_HTTP_ALLOWLIST", []),
