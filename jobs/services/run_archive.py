@@ -166,14 +166,14 @@ def _hold_reason(cursor: object, day: date, now: datetime, *, full: bool) -> str
         )
     )
     if full:
-        checks += [
-            ("a dead run", f"SELECT 1 FROM {runs} WHERE state = %(dead)s LIMIT 1"),
+        # One scan of the day for both (no index serves them).
+        checks.append(
             (
-                "a run that failed within the dead-letter retention",
-                f"SELECT 1 FROM {runs} WHERE state = %(failed)s AND finished_at >= %(retained)s"
-                " LIMIT 1",
-            ),
-        ]
+                "a dead run, or a run that failed within the dead-letter retention",
+                f"""SELECT 1 FROM {runs} WHERE state = %(dead)s
+                        OR (state = %(failed)s AND finished_at >= %(retained)s) LIMIT 1""",
+            )
+        )
     params = {
         "live": _LIVE,
         "dead": RunState.DEAD.value,
@@ -374,8 +374,25 @@ def _verify(record: ArchivedDay, now: datetime, progress: Progress) -> None:
     _advance(record, ArchiveStep.VERIFIED, now)
 
 
+def _files_in_place(record: ArchivedDay) -> bool:
+    """The verified files are still where they were verified (a node holding partition 0 on
+    another host may not see them): the manifest is the recorded one and every file has its
+    size. The next pass exports again otherwise."""
+    directory = Path(record.directory)
+    try:
+        manifest, sha = fmt.read_manifest(directory)
+        return sha == record.manifest_sha256 and all(
+            (directory / e.file).stat().st_size == e.bytes for e in manifest.files
+        )
+    except (ArchiveError, OSError):
+        return False
+
+
 def _drop(record: ArchivedDay, now: datetime) -> str:
     """Step 4; '' once dropped, 'busy' when the locks are not available now."""
+    if not _files_in_place(record):
+        _advance(record, ArchiveStep.DETACHED, now, manifest_sha256="")
+        raise ArchiveFailed(f"{record.day}: its verified files are gone from {record.directory}")
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")

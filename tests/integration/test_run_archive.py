@@ -151,7 +151,7 @@ def test_what_a_running_job_or_a_replay_needs_keeps_its_day_hot(now: datetime) -
     assert reasons == {
         live: "a live run",
         dead: "an open or retained dead letter",
-        failed: "a run that failed within the dead-letter retention",
+        failed: "a dead run, or a run that failed within the dead-letter retention",
         replayed: "an open or retained dead letter",
     }
     assert not report.by("archived")
@@ -290,3 +290,28 @@ def test_a_hot_run_keeps_answering_while_old_days_go(now: datetime) -> None:
     hot = run_factory(job, scheduled_for=now - timedelta(hours=1))
     _archive(now)
     assert JobRun.objects.get(id=hot.id).scheduled_for == hot.scheduled_for
+
+
+def test_a_verified_day_whose_files_are_gone_is_exported_again(now: datetime) -> None:
+    # As when partition 0 moved to a node that does not see the first one's archive directory.
+    job = job_factory(now=now)
+    day = ago(now, 40)
+    fill_day(job, day, 10)
+    assert run_archive._detach(day, now) == ""
+    record = ArchivedDay.objects.get(day=day)
+    run_archive._export(record, now, run_archive.Progress())
+    run_archive._verify(record, now, run_archive.Progress())
+    assert record.step == ArchiveStep.VERIFIED
+    for path in Path(record.directory).iterdir():
+        path.unlink()
+
+    with pytest.raises(ArchiveFailed, match="verified files are gone"):
+        _archive(now)
+
+    record.refresh_from_db()
+    assert record.step == ArchiveStep.DETACHED
+    assert table_exists(record.run_table)
+    _archive(now)
+    record.refresh_from_db()
+    assert record.step == ArchiveStep.ARCHIVED
+    assert fmt.verify_archive(Path(record.directory))[0].entry(RUN_TABLE).rows == 10
