@@ -282,14 +282,18 @@ def _table_of(record: ArchivedDay, table: str) -> str:
     }[table]
 
 
-def _lines(table: str, schema: fmt.TableSchema, progress: Progress) -> Iterator[str]:
-    """The table's archive lines, as PostgreSQL renders them (COPY, one text column)."""
+def _lines(table: str, schema: fmt.TableSchema, progress: Progress) -> Iterator[bytes]:
+    """The table's archive lines, as PostgreSQL renders them: COPY's text format, one column
+    a row. A line of JSON holds no tab, newline or other control character (JSON escapes
+    them), so the only escape COPY adds is a doubled backslash, undone here."""
     with connection.cursor() as cursor:
         copy_sql = f"COPY (SELECT {schema.line_sql()} FROM {table} AS t) TO STDOUT"
         with cursor.copy(copy_sql) as copy:
-            copy.set_types(["text"])
             n = 0
-            for (line,) in copy.rows():
+            for data in copy:
+                line = bytes(data).removesuffix(b"\n")
+                if b"\\" in line:
+                    line = line.replace(b"\\\\", b"\\")
                 n += 1
                 if n == PROGRESS_EVERY:
                     progress.rows(n)

@@ -77,7 +77,8 @@ def _load(
     for key in _KEYS[schema.table]:
         cursor.execute(f"ALTER TABLE {name} ADD {key}")  # type: ignore[attr-defined]
     cursor.execute("TRUNCATE pg_temp.restore_lines")  # type: ignore[attr-defined]
-    with cursor.copy("COPY pg_temp.restore_lines (line) FROM STDIN") as copy:  # type: ignore[attr-defined]
+    # Into a jsonb column: each line is parsed once, not once per column read from it.
+    with cursor.copy("COPY pg_temp.restore_lines (l) FROM STDIN") as copy:  # type: ignore[attr-defined]
         n = 0
         for line in fmt.read_lines(directory, entry):
             copy.write_row((line.decode(),))
@@ -88,7 +89,7 @@ def _load(
         progress.rows(n)
     cursor.execute(  # type: ignore[attr-defined]
         f"INSERT INTO {name} ({schema.column_names()}) SELECT {schema.restore_sql()}"
-        " FROM (SELECT line::jsonb AS l FROM pg_temp.restore_lines) AS lines"
+        " FROM pg_temp.restore_lines"
     )
 
 
@@ -132,7 +133,7 @@ def _restore(
                 f"(tables {', '.join(names.values())}); drop them first to restore this one"
             )
         cursor.execute(f"CREATE SCHEMA IF NOT EXISTS {AUDIT_SCHEMA}")
-        cursor.execute("CREATE TEMP TABLE IF NOT EXISTS restore_lines (line text) ON COMMIT DROP")
+        cursor.execute("CREATE TEMP TABLE IF NOT EXISTS restore_lines (l jsonb) ON COMMIT DROP")
         shown.step(manifest.day, "load", total)
         for schema in fmt.TABLES:
             entry = manifest.entry(schema.table)

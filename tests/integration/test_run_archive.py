@@ -194,7 +194,7 @@ def test_a_day_whose_files_differ_from_its_tables_is_exported_again(now: datetim
     # A row lost on the way to the disk: the file and its manifest agree, the table does not.
     directory = Path(record.directory)
     lines = _file_lines(directory, RUN_TABLE)
-    entries = [fmt.write_table(directory, RUN_TABLE, lines[1:])] + [
+    entries = [fmt.write_table(directory, RUN_TABLE, [x.encode() for x in lines[1:]])] + [
         e for e in fmt.read_manifest(directory)[0].files if e.table != RUN_TABLE
     ]
     manifest = fmt.Manifest(day, now, None, None, tuple(entries))

@@ -15,11 +15,14 @@ from jobs.models import DeadLetter, JobRun, RunAttempt
 
 DAY = date(2026, 11, 1)
 LINES = [json.dumps({"id": f"run-{i}", "text": "caf\u00e9 \\ \u2603"}) for i in range(50)]
+DATA = [line.encode() for line in LINES]
 
 
 def _archive(directory: Path, lines: list[str] = LINES) -> fmt.Manifest:
     entries = tuple(
-        fmt.write_table(directory, schema.table, lines if schema is fmt.RUNS else [])
+        fmt.write_table(
+            directory, schema.table, [x.encode() for x in lines] if schema is fmt.RUNS else []
+        )
         for schema in fmt.TABLES
     )
     manifest = fmt.Manifest(
@@ -59,9 +62,9 @@ def test_what_is_written_reads_back_and_verifies(tmp_path: Path) -> None:
 
 
 def test_the_same_rows_give_the_same_bytes_and_the_digest_ignores_order(tmp_path: Path) -> None:
-    first = fmt.write_table(tmp_path / "a", "jobs_jobrun", LINES)
-    again = fmt.write_table(tmp_path / "b", "jobs_jobrun", LINES)
-    reversed_ = fmt.write_table(tmp_path / "c", "jobs_jobrun", LINES[::-1])
+    first = fmt.write_table(tmp_path / "a", "jobs_jobrun", DATA)
+    again = fmt.write_table(tmp_path / "b", "jobs_jobrun", DATA)
+    reversed_ = fmt.write_table(tmp_path / "c", "jobs_jobrun", DATA[::-1])
     assert first.sha256 == again.sha256
     assert reversed_.sha256 != first.sha256
     assert reversed_.row_digest == first.row_digest == fmt.row_digest(x.encode() for x in LINES)
@@ -69,8 +72,8 @@ def test_the_same_rows_give_the_same_bytes_and_the_digest_ignores_order(tmp_path
 
 
 def test_a_rewrite_replaces_the_file(tmp_path: Path) -> None:
-    fmt.write_table(tmp_path, "jobs_jobrun", ["{}"] * 3)
-    entry = fmt.write_table(tmp_path, "jobs_jobrun", LINES)
+    fmt.write_table(tmp_path, "jobs_jobrun", [b"{}"] * 3)
+    entry = fmt.write_table(tmp_path, "jobs_jobrun", DATA)
     assert entry.rows == len(LINES)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jobs_jobrun.jsonl.gz"]
 
