@@ -45,8 +45,9 @@ class HistoryArchiver:
         self._wake.set()
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Stop waiting for requests; a pass in progress ends at its next day (each step is
-        recorded, so the next pass goes on from there)."""
+        """Stop taking requests. A pass still running is not waited for past ``timeout_s``:
+        it ends with the process, where it is, which is as safe as a crash (every step is
+        recorded, and the next pass, here or on another node, goes on from it)."""
         with self._lock:
             self._stop.set()
             self._wake.set()

@@ -24,6 +24,7 @@ from jobs.admin_preview import schedule_preview_view
 from jobs.errors import SchedulerError
 from jobs.models import (
     ApiKey,
+    ArchivedDay,
     DeadLetter,
     DedupKey,
     Job,
@@ -603,6 +604,23 @@ class PartitionEpochAdmin(ReadOnlyAdmin):
     ordering = ("partition",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PartitionEpoch]:
+        queryset = admin.ModelAdmin.get_queryset(self, request)
+        return queryset if request.user.is_superuser else queryset.none()
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_superuser)
+
+
+@admin.register(ArchivedDay)
+class ArchivedDayAdmin(ReadOnlyAdmin):
+    """Days of run history that left the runs table (docs/history.md, "Archive"): every
+    tenant's runs of the day, so superusers only."""
+
+    list_display = ("day", "step", "runs", "attempts", "dead_letters", "directory", "updated_at")
+    list_filter = ("step",)
+    ordering = ("-day",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ArchivedDay]:
         queryset = admin.ModelAdmin.get_queryset(self, request)
         return queryset if request.user.is_superuser else queryset.none()
 

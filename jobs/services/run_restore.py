@@ -72,7 +72,7 @@ def _load(
     progress: Progress,
 ) -> None:
     cursor.execute(  # type: ignore[attr-defined]
-        f"CREATE TABLE {name} (LIKE public.{schema.table} INCLUDING CONSTRAINTS)"
+        f"CREATE TABLE {name} (LIKE {schema.table} INCLUDING CONSTRAINTS)"
     )
     for key in _KEYS[schema.table]:
         cursor.execute(f"ALTER TABLE {name} ADD {key}")  # type: ignore[attr-defined]

@@ -315,3 +315,24 @@ def test_a_verified_day_whose_files_are_gone_is_exported_again(now: datetime) ->
     record.refresh_from_db()
     assert record.step == ArchiveStep.ARCHIVED
     assert fmt.verify_archive(Path(record.directory))[0].entry(RUN_TABLE).rows == 10
+
+
+def test_the_admin_lists_archived_days_to_superusers_only(now: datetime) -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.urls import reverse
+
+    job = job_factory(now=now)
+    day = ago(now, 40)
+    fill_day(job, day, 3)
+    _archive(now)
+    url = reverse("admin:jobs_archivedday_changelist")
+    root, staff = Client(), Client()
+    root.force_login(User.objects.create(username="root", is_staff=True, is_superuser=True))
+    staff.force_login(User.objects.create(username="staff", is_staff=True))
+
+    page = root.get(url)
+
+    assert page.status_code == 200
+    assert day.isoformat() in page.content.decode() or f"{day:%b}" in page.content.decode()
+    assert staff.get(url).status_code == 403
