@@ -105,6 +105,10 @@ class BeatEngine:
         # Due entries already taken off the heap and put in tenant-fair order, claimed a batch
         # at a time; only non-empty while more than one batch is due.
         self._backlog: list[DueEntry] = []
+        # A window of the backlog is being claimed, up to the first batch cut without one (a
+        # steady rate's): between two windows and at the last one's tail too, so firings of
+        # other tenants are claimed ahead of the batches (_claim_behind).
+        self._draining = False
         # Due entries of partitions just taken (the firings nobody served while they had no
         # owner), oldest first: claimed ahead of the backlog and of a carried batch.
         self._overdue: list[DueEntry] = []
@@ -528,6 +532,13 @@ class BeatEngine:
         try:
             while current is not None:
                 claimed += len(current.entries)
+                # Firings that fell due since the batch in hand was cut (during the last claim,
+                # or between two ticks while a carried batch waited), of tenants behind the
+                # round being claimed: claimed first, in a small batch of their own, so that
+                # each waits for at most the one claim that was running when it fell due
+                # (beat_engine/fair_order.py, pop_behind). Before the next batch is cut: its
+                # preparation would hold this one's up.
+                self._claim_behind(current)
                 if self._more_queued() and self._may_claim_more(claimed):
                     ahead = (
                         self._take_overdue(self.config.claim_batch, ahead=True)
@@ -535,17 +546,14 @@ class BeatEngine:
                         or self._take_batch(ahead=True)
                     )
                 self._commit(current)
-                if ahead is not None:
-                    # Firings that fell due during that claim, of tenants behind the round
-                    # being claimed, claimed now in a small batch of their own: the batch
-                    # ahead was cut before they were due, and waiting for its claim too
-                    # doubled their wait (beat_engine/fair_order.py, pop_behind).
-                    self._claim_behind(ahead)
                 if ahead is None and self._may_claim_more(claimed):
                     # No backlog: whatever fell due meanwhile (a steady arrival rate).
                     ahead = self._take_batch(ahead=False)
                 current, ahead = ahead, None
             if self._backlog and self._carried is None:
+                # Those that fell due during the tick's last claim go before the carried batch
+                # too, rather than after the timers, the sweep and that batch's claim.
+                self._claim_behind(None)
                 # Out of time with more due: the next tick's first batch is prepared while
                 # this tick renews leases and fires timers, so the pipeline never drains.
                 self._carried = self._take_batch(ahead=True)
@@ -604,15 +612,20 @@ class BeatEngine:
             and not (self.feed is not None and self.feed.membership_changed())
         )
 
-    def _claim_behind(self, ahead: ClaimBatch) -> None:
+    def _claim_behind(self, preparing: ClaimBatch | None) -> None:
+        """Claim and push, now, the due firings of tenants behind the round being claimed,
+        while a backlog drains (a steady rate has none: its batches take whatever is due)."""
+        if not (self._backlog or self._draining):
+            return
         now = self.clock.now()
         due = self.heap.pop_behind(now, self.config.claim_batch)
         if not due:
             return
         self.heap.claiming(due)
-        # Prepared on this thread once the batch ahead is prepared: one preparation at a time
-        # uses the tenant allowances.
-        ahead.wait()
+        # Prepared on this thread once the batch being prepared on the other is: one
+        # preparation at a time uses the tenant allowances.
+        if preparing is not None:
+            preparing.wait()
         behind = self._take_batch(ahead=False, due=due, now=now)
         if behind is None:
             return
@@ -675,24 +688,31 @@ class BeatEngine:
         batch is due (docs/engine.md "Fairness and tenant limits")."""
         size = self.config.claim_batch
         if not self._backlog:
+            if self._draining:
+                # Between two windows of a drain, or past its last: a firing that fell due
+                # during the last claim goes on its own, not in the next window's first batch.
+                behind = self.heap.pop_behind(now, size)
+                if behind:
+                    self.heap.claiming(behind)
+                    return behind
             due = self.heap.pop_due(now, size)
             if len(due) < size or not self._head_due():
+                self._draining = False
                 self.heap.claiming(due)
                 return due
+            self._draining = True
             due += self.heap.pop_due(now, self.config.fair_window - size)
             # Highest priority first, with the reserved share for the lowest, then tenant
             # round-robin: a tenant's priorities order its own turns and those within a round,
             # never more turns than other tenants get (docs/limits.md, "Priorities").
             due = order_by_priority(due, priority_of=_priority, share=self._claim_turns)
             self._backlog = interleave_by_tenant(due)
-        else:
-            # A firing that fell due after this window was taken (another tenant's, or a
-            # tenant behind the round) goes ahead of the window's rest: it waits one batch,
-            # not the whole window (beat_engine/fair_order.py, pop_behind).
-            self._backlog[:0] = self.heap.pop_behind(now, size)
+        # A firing that fell due after the window was taken (another tenant's, or a tenant
+        # behind the round) is not put in the window's next batch, which it would wait for as
+        # well as for the claim in hand: _claim_behind claims it on its own before that batch.
         batch, self._backlog = self._backlog[:size], self._backlog[size:]
         # The claims reach these entries' rounds: a tenant served less than that is behind
-        # again, so a lone tenant's firings come out one batch after they fall due, each time.
+        # again, so each of a lone tenant's firings is claimed on its own as it falls due.
         self.heap.claiming(batch)
         return batch
 

@@ -160,11 +160,11 @@ class FairDueHeap:
     def pop_behind(self, now: datetime, limit: int) -> list[DueEntry]:
         """While a drain is on: one due entry of each tenant served less than the round being
         claimed (``claiming``: one that fell due after the window being claimed was taken),
-        at most ``limit``, earliest first. The engine puts them ahead of that window, so such
-        a firing waits for one claim batch, not for the rest of the window; each counts as the
-        tenant's turn in the round being claimed, so the tenant's next firing comes out ahead
-        again once the claims have passed that round (one batch of a lone big tenant), not
-        only in the next window."""
+        at most ``limit``, earliest first. The engine claims them in a batch of their own
+        before the window's next batch, so such a firing waits for the claim in hand only, not
+        for the rest of the window; each counts as the tenant's turn in the round being
+        claimed, so the tenant's next firing comes out ahead again once the claims have passed
+        that round (one batch of a lone big tenant), not only in the next window."""
         if not self._turn:
             return []
         behind: list[tuple[datetime, int, int]] = []

@@ -5,18 +5,24 @@ place in the horizon; the broker never holds more than the bound plus one batch;
 over the bound wait queued in PostgreSQL and go out, each once, as the queue drains (a
 worker's BRPOP is played by RPOP here: the order and counts are the point, not timings); the
 sweep neither counts the held runs as lost nor sends them twice; a node that stops while
-holding runs leaves them to the next owner, which sends each once.
+holding runs leaves them to the next owner, which sends each once. While the burst is claimed,
+each of the lone tenant's later firings waits for the one claim running when it fell due, in a
+batch of its own.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 import redis
 
+from beat_engine import engine as engine_module
+from beat_engine.claims import ClaimResult, PreparedClaim
 from beat_engine.publisher import PRIORITY_STEPS, queue_key
 from jobs.models import Job, JobRun
 from jobs.states import RunState
@@ -241,3 +247,63 @@ def test_the_adaptive_bound_keeps_about_one_second_of_the_workers_work_in_the_br
     # Each lone run waited behind about a second of the workers' work at most, not the crowd.
     assert [ahead[str(r.id)] <= 36 for r in lone_runs[:6]] == [True] * 6
     assert Counter(taken) == Counter({str(run.id): 1 for run in JobRun.objects.all()})
+
+
+def _slow_claims(
+    monkeypatch: pytest.MonkeyPatch, clock: FakeClock, *, fixed_s: float, per_row_s: float
+) -> list[tuple[datetime, frozenset[uuid.UUID]]]:
+    """Each claim takes ``fixed_s`` + ``per_row_s`` a row on the test's clock (a loaded host);
+    returns, for each claim in order, its start instant and its jobs."""
+    claims: list[tuple[datetime, frozenset[uuid.UUID]]] = []
+    original = engine_module.commit_claim
+
+    def slow(prepared: PreparedClaim, **kwargs: Any) -> ClaimResult:
+        claims.append((clock.now(), frozenset(prepared.batch.partition_of)))
+        clock.advance(timedelta(seconds=fixed_s + per_row_s * len(prepared.batch.advance)))
+        return original(prepared, **kwargs)
+
+    monkeypatch.setattr(engine_module, "commit_claim", slow)
+    return claims
+
+
+def test_a_lone_tenants_firing_waits_only_for_the_claim_running_when_it_fell_due(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crowd of 400 firings claimed in batches of 10, each claim taking 0.4 s, 0.3 s between
+    ticks; the lone tenant's job falls due every second meanwhile, during a claim or between
+    two ticks (a batch carried over, prepared). Each of its firings after the first is claimed
+    in a batch of its own, before any claim of the crowd that started after it fell due: it
+    waits for the claim in hand, not for the next batch of the crowd too. None is skipped."""
+    crowd, lone = _burst(400, lone_every=timedelta(seconds=1))
+    clock = FakeClock(T0)
+    engine = make_engine(clock, claim_batch=BATCH, max_claim_s=1.0, broker_queue_bound=0)
+    engine.tick()
+    claims = _slow_claims(monkeypatch, clock, fixed_s=0.4, per_row_s=0.0)
+    clock.advance(timedelta(seconds=1))
+    for _ in range(100):
+        engine.tick()
+        if JobRun.objects.filter(job__in=crowd).count() == len(crowd):
+            break
+        clock.advance(timedelta(seconds=0.3))
+    engine.shutdown()
+    assert JobRun.objects.filter(job__in=crowd).count() == len(crowd)
+    burst_end = max(start for start, jobs in claims if jobs - {lone.id})
+    lone_runs = [
+        r for r in JobRun.objects.filter(job=lone).order_by("scheduled_for")
+        if r.scheduled_for < burst_end
+    ]  # fmt: skip
+    instants = [(r.scheduled_for - T0).total_seconds() for r in lone_runs]
+    # The burst's claims lasted more than 16 s: every firing of the lone job meanwhile, none
+    # skipped by its catch-up policy.
+    assert instants == [float(s) for s in range(1, len(instants) + 1)]
+    assert len(instants) >= 16
+    # Which claim took each lone firing (they are claimed in order, one a second).
+    lone_claims = [i for i, (_start, jobs) in enumerate(claims) if lone.id in jobs]
+    assert len(lone_claims) >= len(lone_runs)
+    for run, index in zip(lone_runs[1:], lone_claims[1:], strict=False):
+        assert claims[index][1] == {lone.id}
+        crowd_after = [
+            i for i, (start, jobs) in enumerate(claims)
+            if start >= run.scheduled_for and jobs - {lone.id}
+        ]  # fmt: skip
+        assert crowd_after == [] or index < crowd_after[0]
