@@ -390,7 +390,9 @@ class BeatEngine:
         # another tenant due meanwhile waiting for it), and it would put the entries already
         # taken for the backlog back in the heap, to be claimed and refused a second time. The
         # claims' compare-and-set catches jobs changed meanwhile; the reload follows the drain.
-        draining = bool(self._backlog) or self._carried is not None
+        # Nor between two of its windows (the backlog empty, no batch carried), where it would
+        # reload the unclaimed rest of the spike all the same.
+        draining = bool(self._backlog) or self._carried is not None or self._draining
         full = only is not None or (mono >= self._next_full_refresh_mono and not draining)
         until = now + timedelta(seconds=self.config.lookahead_s)
         after = None if full else self._loaded_until

@@ -7,7 +7,7 @@ worker's BRPOP is played by RPOP here: the order and counts are the point, not t
 sweep neither counts the held runs as lost nor sends them twice; a node that stops while
 holding runs leaves them to the next owner, which sends each once. While the burst is claimed,
 each of the lone tenant's later firings waits for the one claim running when it fell due, in a
-batch of its own.
+batch of its own, and the full horizon reload waits until the burst is claimed.
 """
 
 from __future__ import annotations
@@ -307,3 +307,37 @@ def test_a_lone_tenants_firing_waits_only_for_the_claim_running_when_it_fell_due
             if start >= run.scheduled_for and jobs - {lone.id}
         ]  # fmt: skip
         assert crowd_after == [] or index < crowd_after[0]
+
+
+def test_the_full_horizon_reload_waits_while_a_burst_is_claimed_between_its_windows_too(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst of 120 claimed one batch of 10 a tick, in windows of 20, the full reload due
+    every second: none runs until the burst is claimed (it would reload the burst's unclaimed
+    rest, a stall of seconds at 200,000), not even when a window is used up and the next one
+    not yet taken; a tick after the burst reloads."""
+    crowd, _lone = _burst()
+    clock = FakeClock(T0)
+    engine = make_engine(
+        clock, claim_batch=BATCH, fair_window=2 * BATCH, max_claims_per_tick=BATCH,
+        max_claim_s=60.0, broker_queue_bound=0, refresh_s=1.0, full_refresh_s=1.0,
+    )  # fmt: skip
+    engine.tick()
+    full_reloads: list[int] = []
+    original = engine_module.load_horizon
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("after") is None:
+            full_reloads.append(JobRun.objects.filter(job__in=crowd).count())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "load_horizon", recorded)
+    for _ in range(20):
+        clock.advance(timedelta(seconds=1))
+        engine.tick()
+    engine.shutdown()
+    assert JobRun.objects.filter(job__in=crowd).count() == CROWD
+    # Reloads before the burst's first claim (its instant's tick) and once it was all claimed,
+    # never in between.
+    assert CROWD in full_reloads
+    assert set(full_reloads) <= {0, CROWD}
