@@ -48,6 +48,12 @@ class EngineConfig:
     # something is always due, and only a time bound lets the loop renew its leases.
     max_claims_per_tick: int = 20_000
     max_claim_s: float = 0.5
+    # While a backlog drains, each claim batch takes as many rows (at most claim_batch) as
+    # fit in about this long by the last batches' time per row (beat_engine/batch_sizer.py):
+    # the longest a firing of another tenant waits for the batch in hand. 0: claim_batch.
+    # Never below claim_batch_min rows: past that, a batch's fixed costs are what takes time.
+    claim_batch_target_s: float = 0.25
+    claim_batch_min: int = 100
     # When more than one batch is due, up to this many due entries are put in tenant
     # round-robin order before claiming (bounded memory, and fairness within that window).
     fair_window: int = 20_000
@@ -121,6 +127,7 @@ class EngineConfig:
             "redis_url": settings.REDIS_URL,
             "broker_url": broker_redis_url(settings.CELERY_BROKER_URL),
             "republish_after_s": 2 * float(sched["RUN_LEASE_S"]),
+            "claim_batch_target_s": float(sched.get("CLAIM_BATCH_TARGET_S", 0.25)),
             "low_priority_share": float(sched.get("LOW_PRIORITY_SHARE", 0.1)),
             "broker_queue_bound": int(sched.get("BROKER_QUEUE_MAX_DEPTH", 100_000)),
             "broker_queue_target_wait_s": float(sched.get("BROKER_QUEUE_TARGET_WAIT_S", 1.0)),
@@ -142,6 +149,8 @@ class EngineConfig:
             )
         if self.partitions < 1 or self.claim_batch < 1:
             raise ValueError("partitions and claim batch must be positive")
+        if self.claim_batch_target_s < 0:
+            raise ValueError("a claim batch's target time is positive, or 0 for a fixed size")
 
     @property
     def mark_within_s(self) -> float:

@@ -12,6 +12,7 @@ import redis
 from django.db import DatabaseError, connection
 
 from beat_engine import metrics
+from beat_engine.batch_sizer import BatchSizer
 from beat_engine.claims import commit_claim, prepare_claim
 from beat_engine.clock import Clock
 from beat_engine.config import EngineConfig
@@ -148,6 +149,11 @@ class BeatEngine:
         self._stop_claims_at = now_mono
         # One thread (and connection) that prepares the next batch while a backlog drains.
         self._preparer = Preparer()
+        # Rows per claim batch, from the time the last ones took (beat_engine/batch_sizer.py).
+        self._sizer = BatchSizer(
+            most=config.claim_batch, target_s=config.claim_batch_target_s,
+            least=config.claim_batch_min,
+        )  # fmt: skip
         # A batch prepared at the end of a tick that ran out of time, claimed first next tick.
         self._carried: ClaimBatch | None = None
         # Ticks in a row that found no PostgreSQL primary (run's loop).
@@ -688,7 +694,7 @@ class BeatEngine:
     def _next_batch(self, now: datetime) -> list[DueEntry]:
         """The next claim batch: earliest first, or tenant round-robin when more than one
         batch is due (docs/engine.md "Fairness and tenant limits")."""
-        size = self.config.claim_batch
+        size = self._sizer.size()
         if not self._backlog:
             if self._draining:
                 # Between two windows of a drain, or past its last: a firing that fell due
@@ -722,6 +728,13 @@ class BeatEngine:
         self.heap.push_many(e for e in entries if e.partition in self.leases)
 
     def _commit(self, batch: ClaimBatch) -> None:
+        started = self.clock.monotonic()
+        self._claim(batch)
+        # What a firing falling due now would wait for: this batch's preparation (if still
+        # running), claim and push (a failed claim says how long an outage lasted, not a row).
+        self._sizer.observed(len(batch.entries), self.clock.monotonic() - started)
+
+    def _claim(self, batch: ClaimBatch) -> None:
         prepared, rendered = batch.settle()
         with metrics.CLAIM_DURATION.time():
             result = commit_claim(prepared, epochs=batch.epochs, now=batch.now)

@@ -231,6 +231,10 @@ SCHEDULER: dict[str, Any] = {
     "ENGINE_IDLE_TX_TIMEOUT_S": env_float("SCHEDULER_ENGINE_IDLE_TX_TIMEOUT_S", 10.0, minimum=0.5),
     "LOOKAHEAD_S": env_float("SCHEDULER_LOOKAHEAD_S", 30.0, minimum=1.0),
     "CLAIM_BATCH": env_int("SCHEDULER_CLAIM_BATCH", 1000, minimum=1),
+    # While a backlog drains, claim batches shrink below CLAIM_BATCH so that one takes about
+    # this long, the longest another tenant's firing waits for it (0: always CLAIM_BATCH;
+    # docs/limits.md, "Fairness under a burst").
+    "CLAIM_BATCH_TARGET_S": env_float("SCHEDULER_CLAIM_BATCH_TARGET_S", 0.25, minimum=0.0),
     # Of every claim backlog's order and every worker's pops, the share reserved for the
     # lowest priority waiting (docs/limits.md, "Priorities"); validated above.
     "LOW_PRIORITY_SHARE": SCHEDULER_LOW_PRIORITY_SHARE,

@@ -7,7 +7,8 @@ worker's BRPOP is played by RPOP here: the order and counts are the point, not t
 sweep neither counts the held runs as lost nor sends them twice; a node that stops while
 holding runs leaves them to the next owner, which sends each once. While the burst is claimed,
 each of the lone tenant's later firings waits for the one claim running when it fell due, in a
-batch of its own, and the full horizon reload waits until the burst is claimed.
+batch of its own; the full horizon reload waits until the burst is claimed; slow claims shrink
+the batches to about claim_batch_target_s.
 """
 
 from __future__ import annotations
@@ -341,3 +342,27 @@ def test_the_full_horizon_reload_waits_while_a_burst_is_claimed_between_its_wind
     # never in between.
     assert CROWD in full_reloads
     assert set(full_reloads) <= {0, CROWD}
+
+
+def test_slow_claims_shrink_the_batches_to_the_target_time(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claims taking 10 ms a row on the test's clock: the first two batches hold 100 rows (the
+    second is cut while the first, not yet measured, is claimed), the next ones 25 rows, 0.25 s
+    of claim each, down to the tail; every firing is claimed once."""
+    crowd, _lone = _burst(300)
+    clock = FakeClock(T0)
+    engine = make_engine(
+        clock, claim_batch=100, claim_batch_min=10, claim_batch_target_s=0.25,
+        broker_queue_bound=0,
+    )  # fmt: skip
+    engine.tick()
+    claims = _slow_claims(monkeypatch, clock, fixed_s=0.0, per_row_s=0.01)
+    clock.advance(timedelta(seconds=1))
+    for _ in range(20):
+        engine.tick()
+    engine.shutdown()
+    sizes = [len(jobs) for _start, jobs in claims]
+    assert sizes[:2] == [100, 100]
+    assert sizes[2:-1] == [25] * 4
+    assert sum(sizes) == JobRun.objects.count() == len(crowd) + 1
