@@ -179,7 +179,7 @@ def _section(args: argparse.Namespace, found: dict[str, Any], load: tuple[float,
     lines = [
         f"## {TITLE}",
         "",
-        f"`flock /tmp/bench.lock .venv/bin/python {command}` on {when}, this 2-core machine "
+        f"`.venv/bin/python {command}` on {when}, this 2-core machine "
         f"shared with other work (1-minute load average {load[0]:.1f} at the start, "
         f"{load[1]:.1f} at the end); embedded PostgreSQL of its own, the archive on the same "
         f"disk. {args.days} day partition(s) of **{args.runs_per_day:,} finished runs** each, "
