@@ -5,14 +5,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Q
 
 from jobs.errors import InvalidInput
 from jobs.models import ApiKey, Tenant
 
 KEY_PREFIX = "sk_"
+# How fresh an API key's last_used_at is kept (docs/api.md, "Authentication").
+LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 def _hash(secret: str) -> str:
@@ -53,7 +56,13 @@ def api_key_authenticate(*, plaintext: str, now: datetime) -> ApiKey | None:
     )
     if key is None or not hmac.compare_digest(key.key_hash, _hash(plaintext)):
         return None
-    ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    # A write per request would cost every read a commit: last_used_at is kept to the minute,
+    # and the filter makes concurrent requests' updates one harmless compare-and-set.
+    stale = now - LAST_USED_RESOLUTION
+    if key.last_used_at is None or key.last_used_at <= stale:
+        ApiKey.objects.filter(pk=key.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale)
+        ).update(last_used_at=now)
     return key
 
 
