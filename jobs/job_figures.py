@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import connection
 
+from jobs.run_ids import run_id_floor
 from jobs.states import RunState
 
 FIGURES_WINDOW = 100
@@ -40,7 +41,7 @@ _FIGURES_SQL = """
 WITH recent AS (
     SELECT state, attempt, lateness, start_lag, started_at, finished_at
       FROM jobs_jobrun
-     WHERE job_id = %(job_id)s
+     WHERE job_id = %(job_id)s{since}
      ORDER BY scheduled_for DESC
      LIMIT %(window)s
 ), by_state AS (
@@ -92,12 +93,23 @@ def _seconds(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def job_figures(*, job_id: uuid.UUID, window: int = FIGURES_WINDOW) -> JobFigures:
-    """The job's figures over its last ``window`` runs (by scheduled_for), in one statement."""
+# The bound on the id as well names the partitions to plan (jobs/run_windows.py).
+_SINCE_SQL = " AND scheduled_for >= %(since)s AND id >= %(since_id)s"
+
+
+def job_figures(
+    *, job_id: uuid.UUID, window: int = FIGURES_WINDOW, since: datetime | None = None
+) -> JobFigures:
+    """The job's figures over its last ``window`` runs (by scheduled_for), in one statement.
+
+    ``since``, when the caller knows that the last ``window`` runs all fire at or after it,
+    keeps the statement to the partitions from that day on."""
     with connection.cursor() as cursor:
         cursor.execute(
-            _FIGURES_SQL,
+            _FIGURES_SQL.format(since="" if since is None else _SINCE_SQL),
             {
+                "since": since,
+                "since_id": None if since is None else run_id_floor(since),
                 "job_id": job_id,
                 "window": window,
                 "succeeded": RunState.SUCCEEDED.value,

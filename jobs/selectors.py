@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, Min, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
 
 from beat_engine.schedules import ScheduleSpec, preview_fires
 from jobs.archive_format import day_bounds, iso
-from jobs.job_figures import JobFigures, job_figures
+from jobs.job_figures import FIGURES_WINDOW, JobFigures, job_figures
 from jobs.models import ArchivedDay, DeadLetter, Job, JobRun, Tenant
-from jobs.run_ids import run_id_day
+from jobs.run_ids import run_id_ceil, run_id_day, run_id_floor
+from jobs.run_windows import Window
+from jobs.run_windows import windows as run_windows_of
 
 # The DAG reads live in their own module; re-exported so callers find every read path here.
 from jobs.selectors_graph import GRAPH_MAX_JOBS as GRAPH_MAX_JOBS
@@ -51,11 +54,22 @@ def job_get(*, tenant: Tenant, job_id: uuid.UUID) -> Job:
     return Job.objects.get(tenant=tenant, id=job_id)
 
 
-def job_summary(*, job: Job) -> JobSummary:
-    # Both queries walk run_job_history (job, -scheduled_for), the figures only the job's last
-    # FIGURES_WINDOW runs: the cost does not grow with the job's history.
-    last_run = JobRun.objects.filter(job=job).order_by("-scheduled_for").first()
-    figures = job_figures(job_id=job.id)
+def job_summary(*, job: Job, now: datetime) -> JobSummary:
+    # Both read the job's newest runs only, window by window (jobs/run_windows.py): the cost
+    # grows neither with the job's history nor with the number of partitions.
+    newest: list[tuple[uuid.UUID, datetime]] = []
+    for window in run_windows(since=None, until=None, now=now)(None, False):
+        rest = FIGURES_WINDOW - len(newest)
+        newest += (
+            JobRun.objects.filter(window, job=job)
+            .order_by("-scheduled_for")
+            .values_list("id", "scheduled_for")[:rest]
+        )
+        if len(newest) == FIGURES_WINDOW:
+            break
+    last_run = JobRun.objects.filter(id=newest[0][0]).first() if newest else None
+    # No run at all: the figures read from now on, where there are none, not every partition.
+    figures = job_figures(job_id=job.id, since=newest[-1][1] if newest else now)
     return JobSummary(job=job, last_run=last_run, run_counts=figures.run_counts, figures=figures)
 
 
@@ -81,6 +95,40 @@ def run_list(
     if until is not None:
         runs = runs.filter(scheduled_for__lt=until)
     return runs
+
+
+def run_windows(
+    *, since: datetime | None, until: datetime | None, now: datetime
+) -> Callable[[datetime | None, bool], list[Q]]:
+    """The windows a page of run_list is read in (jobs/run_windows.py), as filters that bound
+    the run id as well as scheduled_for, so that each query plans only its days' partitions.
+
+    ``position`` is the cursor's scheduled_for, a strict bound the cursor's own filter holds.
+    """
+
+    def for_page(position: datetime | None, backwards: bool) -> list[Q]:
+        low, high = since, until
+        if position is not None and backwards:
+            low = position if low is None else max(low, position)
+        elif position is not None:
+            high = position if high is None else min(high, position)
+        return [
+            _window_filter(window)
+            for window in run_windows_of(since=low, until=high, now=now, ascending=backwards)
+        ]
+
+    return for_page
+
+
+def _window_filter(window: Window) -> Q:
+    # A run at instant t has an id from run_id_floor(t) to run_id_ceil(t): the id bounds hold
+    # every run the scheduled_for bounds hold, and name the partitions to plan.
+    found = Q()
+    if window.since is not None:
+        found &= Q(scheduled_for__gte=window.since, id__gte=run_id_floor(window.since))
+    if window.until is not None:
+        found &= Q(scheduled_for__lt=window.until, id__lte=run_id_ceil(window.until))
+    return found
 
 
 def run_get(*, tenant: Tenant, run_id: uuid.UUID) -> JobRun:

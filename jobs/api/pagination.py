@@ -103,18 +103,40 @@ def parse_limit(raw: str | None) -> int:
     return int(raw)
 
 
-def paginate(queryset: QuerySet[M], request: Request, keys: Sequence[KeyField]) -> Page[M]:
-    """One page of ``queryset`` in descending key order; the last key must be unique."""
+# The filters a page is read through, in the page's order, given the cursor's first key (None
+# on a first page) and whether the page goes backwards: disjoint, together the whole range.
+Windows = Callable[[Any, bool], Sequence[Q]]
+
+
+def paginate(
+    queryset: QuerySet[M],
+    request: Request,
+    keys: Sequence[KeyField],
+    windows: Windows | None = None,
+) -> Page[M]:
+    """One page of ``queryset`` in descending key order; the last key must be unique.
+
+    With ``windows``, the page is read window by window until it is full: each query then
+    names a narrower range (jobs/run_windows.py says why that matters for the runs)."""
     limit = parse_limit(request.query_params.get("limit"))
     cursor = request.query_params.get("cursor")
     descending = [f"-{k.name}" for k in keys]
     backwards = False
+    position = None
     if cursor:
         values, backwards = _decode(cursor, keys)
+        position = values[0]
         lookup = "gt" if backwards else "lt"
         queryset = queryset.filter(_beyond(keys, values, lookup))
     ordering = [k.name for k in keys] if backwards else descending
-    rows = list(queryset.order_by(*ordering)[: limit + 1])
+    if windows is None:
+        rows = list(queryset.order_by(*ordering)[: limit + 1])
+    else:
+        rows = []
+        for window in windows(position, backwards):
+            rows += queryset.filter(window).order_by(*ordering)[: limit + 1 - len(rows)]
+            if len(rows) > limit:
+                break
     more = len(rows) > limit
     rows = rows[:limit]
     if backwards:

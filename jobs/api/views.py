@@ -177,7 +177,7 @@ class JobBulkView(ApiView):
 class JobItemView(ApiView):
     def _detail(self, job_id: uuid.UUID) -> tuple[dict[str, Any], str]:
         job = selectors.job_get(tenant=self.tenant, job_id=job_id)
-        summary = selectors.job_summary(job=job)
+        summary = selectors.job_summary(job=job, now=self.now)
         context = {
             "last_run": summary.last_run,
             "run_counts": summary.run_counts,

@@ -60,7 +60,8 @@ class JobRunsView(ApiView):
             since=since,
             until=until,
         )
-        page = paginate(runs, request, RUN_KEYS)
+        windows = selectors.run_windows(since=since, until=until, now=self.now)
+        page = paginate(runs, request, RUN_KEYS, windows)
         # The hot window ends on the page without a next one: say which days of the range are
         # archived, so an empty or short page never reads as "never ran" (docs/api.md).
         archived = None
