@@ -14,55 +14,24 @@ is logged and the next request goes on from each day's recorded step.
 from __future__ import annotations
 
 import logging
-import threading
 
 from django.db import connection
 
 from beat_engine.clock import Clock
+from beat_engine.duty_thread import DutyThread
 from jobs.services.run_archive import ArchiveReport, archive_days, hot_cutoff
 
 logger = logging.getLogger("beat_engine")
 
 
-class HistoryArchiver:
+class HistoryArchiver(DutyThread):
     def __init__(self, *, clock: Clock, node_id: str) -> None:
+        super().__init__(thread_name="beat-archive")
         self._clock = clock
         self._node_id = node_id
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self.passes = 0
 
-    def request(self) -> None:
-        """On the tick's thread: start a pass soon (the thread starts with the first one)."""
-        with self._lock:
-            if self._stop.is_set():
-                return
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="beat-archive", daemon=True)
-                self._thread.start()
-        self._wake.set()
-
-    def close(self, timeout_s: float = 5.0) -> None:
-        """Stop taking requests. A pass still running is not waited for past ``timeout_s``:
-        it ends with the process, where it is, which is as safe as a crash (every step is
-        recorded, and the next pass, here or on another node, goes on from it)."""
-        with self._lock:
-            self._stop.set()
-            self._wake.set()
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout_s)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait()
-            self._wake.clear()
-            if not self._stop.is_set():
-                self._pass()
-            # Between passes the thread holds no database connection.
-            connection.close()
+    def work(self) -> None:
+        self._pass()
 
     def _pass(self) -> None:
         try:

@@ -13,13 +13,13 @@ failed pass is logged and tried again at the next request: nothing leaves the th
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import UTC
 
 from django.conf import settings
 from django.db import connection
 
 from beat_engine.clock import Clock
+from beat_engine.duty_thread import DutyThread
 from jobs.services.history_partitions import partitions_ensure_ahead
 from jobs.services.history_retention import PurgeReport, history_purge
 
@@ -29,8 +29,9 @@ PASS_BUDGET_S = 5.0
 PAUSE_S = 0.5
 
 
-class HistoryPurger:
+class HistoryPurger(DutyThread):
     def __init__(self, *, clock: Clock, node_id: str, ahead_days: int | None = None) -> None:
+        super().__init__(thread_name="beat-history")
         self._clock = clock
         self._node_id = node_id
         self._ahead_days = (
@@ -38,43 +39,16 @@ class HistoryPurger:
             if ahead_days is None
             else ahead_days
         )
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self.passes = 0
 
-    def request(self) -> None:
-        """On the tick's thread: start a pass soon (the thread starts with the first one)."""
-        with self._lock:
-            if self._stop.is_set():
-                return
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="beat-history", daemon=True)
-                self._thread.start()
-        self._wake.set()
-
-    def close(self, timeout_s: float = 5.0) -> None:
-        """Stop after the batch in progress (each batch is one short transaction)."""
-        with self._lock:
-            self._stop.set()
-            self._wake.set()
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout_s)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait()
-            self._wake.clear()
-            self._ensure_partitions()
-            more = True
-            while more and not self._stop.is_set():
-                more = self._pass()
-                if more:
-                    self._stop.wait(PAUSE_S)
-            # Between passes the thread holds no database connection.
-            connection.close()
+    def work(self) -> None:
+        """Partitions ahead, then purge passes until nothing is left (or the node stops);
+        each batch is one short transaction, so a stop waits for one batch at most."""
+        self._ensure_partitions()
+        more = True
+        while more and not self.stopping:
+            more = self._pass()
+            if more:
+                self.pause(PAUSE_S)
 
     def _ensure_partitions(self) -> None:
         """Today's and the next days' partitions (idempotent: a pass finds them and creates
