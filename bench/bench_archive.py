@@ -30,6 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import embedded_django  # noqa: E402
 from bench.docs_section import replace_records, replace_section  # noqa: E402
 
 SERVICES = ROOT / ".local" / "bench_archive"
@@ -37,30 +38,12 @@ TITLE = "Run history archive"
 
 
 def _setup() -> Any:
-    from scheduler_project.embedded import EmbeddedServices
-
-    for key in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
-        os.environ.pop(key, None)
-    embedded = EmbeddedServices(SERVICES / "services")
-    os.environ.update(embedded.start())
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
-    os.environ["LOG_LEVEL"] = "WARNING"
-    os.environ["SCHEDULER_ARCHIVE_DIR"] = str(SERVICES / "archive")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", "--noinput", verbosity=0)
-    return embedded
+    return embedded_django.start(
+        SERVICES / "services", SCHEDULER_ARCHIVE_DIR=str(SERVICES / "archive")
+    )
 
 
-def _sql(statement: str, params: Any = None) -> list[tuple[Any, ...]]:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        return list(cursor.fetchall()) if cursor.description else []
+_sql = embedded_django.sql
 
 
 def _jobs(count: int, now: datetime) -> tuple[int, list[Any]]:

@@ -42,6 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import embedded_django  # noqa: E402
 from bench.docs_section import replace_records, replace_section  # noqa: E402
 from jobs.run_ids import run_id_for  # noqa: E402
 
@@ -56,31 +57,11 @@ STATES = ["succeeded"] * 90 + ["failed"] * 4 + ["skipped"] * 3 + ["dead"] * 2 + 
 
 
 def _setup() -> Any:
-    from scheduler_project.embedded import EmbeddedServices
-
-    for key in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
-        os.environ.pop(key, None)
-    embedded = EmbeddedServices(SERVICES)
-    os.environ.update(embedded.start())
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
-    os.environ["LOG_LEVEL"] = "WARNING"
     # Throttling off: the bench's requests would exceed a tenant's default budget.
-    os.environ["SCHEDULER_API_RATE"] = ""
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", "--noinput", verbosity=0)
-    return embedded
+    return embedded_django.start(SERVICES, SCHEDULER_API_RATE="")
 
 
-def _sql(statement: str, params: Any = None) -> list[tuple[Any, ...]]:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        return list(cursor.fetchall()) if cursor.description else []
+_sql = embedded_django.sql
 
 
 def _timed_sql(statement: str, params: Any = None) -> float:
