@@ -54,19 +54,24 @@ def job_get(*, tenant: Tenant, job_id: uuid.UUID) -> Job:
     return Job.objects.get(tenant=tenant, id=job_id)
 
 
-def job_summary(*, job: Job, now: datetime) -> JobSummary:
-    # Both read the job's newest runs only, window by window (jobs/run_windows.py): the cost
-    # grows neither with the job's history nor with the number of partitions.
-    newest: list[tuple[uuid.UUID, datetime]] = []
+def newest_runs(runs: QuerySet[Any], *, count: int, now: datetime) -> list[Any]:
+    """The first ``count`` rows of ``runs`` (one job's), newest firing first, read window by
+    window (jobs/run_windows.py): the cost grows neither with the job's history nor with the
+    number of partitions."""
+    found: list[Any] = []
     for window in run_windows(since=None, until=None, now=now)(None, False):
-        rest = FIGURES_WINDOW - len(newest)
-        newest += (
-            JobRun.objects.filter(window, job=job)
-            .order_by("-scheduled_for")
-            .values_list("id", "scheduled_for")[:rest]
-        )
-        if len(newest) == FIGURES_WINDOW:
+        found += runs.filter(window).order_by("-scheduled_for")[: count - len(found)]
+        if len(found) == count:
             break
+    return found
+
+
+def job_summary(*, job: Job, now: datetime) -> JobSummary:
+    newest = newest_runs(
+        JobRun.objects.filter(job=job).values_list("id", "scheduled_for"),
+        count=FIGURES_WINDOW,
+        now=now,
+    )
     last_run = JobRun.objects.filter(id=newest[0][0]).first() if newest else None
     # No run at all: the figures read from now on, where there are none, not every partition.
     figures = job_figures(job_id=job.id, since=newest[-1][1] if newest else now)

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 from jobs.job_figures import FIGURES_WINDOW
 from jobs.models import Job, JobKind, JobRun, JobStatus
-from jobs.selectors import job_preview_fires
+from jobs.selectors import job_preview_fires, newest_runs
 from jobs.services.jobs import schedule_spec
 
 # The same window as the job's figures (jobs/job_figures.py), so the page's charts and its
@@ -37,6 +37,6 @@ def next_firings(job: Job, *, now: datetime) -> list[Firing]:
     return [Firing(utc=at, local=at.astimezone(zone)) for at in fires]
 
 
-def recent_runs(job: Job) -> list[JobRun]:
-    """The job's newest runs by firing instant (one index range of run_job_history)."""
-    return list(JobRun.objects.filter(job=job).order_by("-scheduled_for")[:RECENT_RUNS])
+def recent_runs(job: Job, *, now: datetime) -> list[JobRun]:
+    """The job's newest runs by firing instant, window by window (jobs/selectors.py)."""
+    return newest_runs(JobRun.objects.filter(job=job), count=RECENT_RUNS, now=now)

@@ -53,7 +53,7 @@ def _mark(run: JobRun, scope: Scope) -> Mark:
 def job_detail(request: HttpRequest, scope: Scope, job_id: uuid.UUID) -> HttpResponse:
     job = job_or_404(scope, job_id)
     now = read_database_clock()
-    runs = recent_runs(job)
+    runs = recent_runs(job, now=now)
     oldest_first = list(reversed(runs))
     publish = [
         (run.scheduled_for, run.lateness.total_seconds())
@@ -70,7 +70,10 @@ def job_detail(request: HttpRequest, scope: Scope, job_id: uuid.UUID) -> HttpRes
         "now": now,
         "firings": next_firings(job, now=now),
         "runs": runs,
-        "figures": job_figures(job_id=job.pk, window=RECENT_RUNS),
+        # The figures over the same runs: from the oldest one's day on (jobs/job_figures.py).
+        "figures": job_figures(
+            job_id=job.pk, window=RECENT_RUNS, since=runs[-1].scheduled_for if runs else now
+        ),
         "timeline": charts.run_timeline(
             [_mark(run, scope) for run in oldest_first],
             title=f"Last {len(runs)} runs by due time (dot: state; dots above: extra attempts)",

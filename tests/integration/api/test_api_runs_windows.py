@@ -123,3 +123,13 @@ def test_a_first_page_reads_only_the_partitions_of_its_first_window(
     assert partition_name(RUN_TABLE, day) in touched
     # The days before the window's reach (a day back) are never planned, let alone read.
     assert not touched & {partition_name(RUN_TABLE, d) for d in days if d < day - timedelta(days=1)}
+
+
+def test_the_job_summary_reads_its_newest_runs_through_every_window(
+    alice: ApiClient, job: Job
+) -> None:
+    body = alice.get(f"/v1/jobs/{job.id}").json()
+
+    assert datetime.fromisoformat(body["last_run"]["scheduled_for"]) == max(FIRINGS)
+    assert body["figures"]["runs"] == len(FIRINGS)
+    assert body["run_counts"] == {"pending": len(FIRINGS)}
