@@ -44,11 +44,12 @@ from django.db import OperationalError, connection, transaction
 from jobs import archive_format as fmt
 from jobs.archive_format import ArchiveError
 from jobs.models_archive import ArchivedDay, ArchiveStep
-from jobs.run_ids import day_id_range
+from jobs.run_ids import day_id_range, day_start
 from jobs.run_partitions import (
     ATTEMPT_TABLE,
     LAYOUT_LOCK_KEY,
     RUN_TABLE,
+    default_partition_name,
     parse_partition_name,
     partition_name,
 )
@@ -65,6 +66,8 @@ ARCHIVE_LOCK_KEY = 0x4849535441524348
 LOCK_TIMEOUT_MS = 2000
 # Rows per progress report while exporting or verifying.
 PROGRESS_EVERY = 50_000
+# The first day a run in the default partition is archived from (see default_days).
+FIRST_ARCHIVED_DAY = date(1970, 1, 2)
 # The schema restores go to (docs/history.md, "Restore").
 AUDIT_SCHEMA = "history_audit"
 
@@ -144,15 +147,22 @@ def _partition_days() -> set[date]:
     return {day for day, tables in found.items() if len(tables) == 2}
 
 
-def _hold_reason(cursor: object, day: date, now: datetime, *, full: bool) -> str:
+def _runs_of(day: date, *, in_default: bool) -> str:
+    """The table holding the day's runs: its partition, or the default partition."""
+    return default_partition_name(RUN_TABLE) if in_default else partition_name(RUN_TABLE, day)
+
+
+def _hold_reason(cursor: object, day: date, now: datetime, *, full: bool, in_default: bool) -> str:
     """Why the day must stay hot, or ''. ``full`` also scans the day for runs that failed
     within the retention (a sequential scan of the partition, done before any lock); without
     it only what can change while the day waits is checked, through partial indexes."""
     low, high = day_id_range(day)
-    runs = partition_name(RUN_TABLE, day)
+    runs = _runs_of(day, in_default=in_default)
+    # The day's id range: the whole table for a day partition, the day's rows in the default.
+    of_day = "id >= %(low)s AND id < %(high)s"
     retained = now - dead_letter_retention()
     checks = [
-        ("a live run", f"SELECT 1 FROM {runs} WHERE state IN {states} LIMIT 1")
+        ("a live run", f"SELECT 1 FROM {runs} WHERE state IN {states} AND {of_day} LIMIT 1")
         for states in _LIVE_BY_INDEX
     ]
     checks.append(
@@ -170,8 +180,8 @@ def _hold_reason(cursor: object, day: date, now: datetime, *, full: bool) -> str
         checks.append(
             (
                 "a dead run, or a run that failed within the dead-letter retention",
-                f"""SELECT 1 FROM {runs} WHERE state = %(dead)s
-                        OR (state = %(failed)s AND finished_at >= %(retained)s) LIMIT 1""",
+                f"""SELECT 1 FROM {runs} WHERE {of_day} AND (state = %(dead)s
+                        OR (state = %(failed)s AND finished_at >= %(retained)s)) LIMIT 1""",
             )
         )
     params = {
@@ -187,6 +197,16 @@ def _hold_reason(cursor: object, day: date, now: datetime, *, full: bool) -> str
         if cursor.fetchone() is not None:  # type: ignore[attr-defined]
             return reason
     return ""
+
+
+def _count_day(cursor: object, day: date, *, in_default: bool) -> int:
+    if not in_default:
+        return _count(cursor, partition_name(RUN_TABLE, day))
+    cursor.execute(  # type: ignore[attr-defined]
+        f"SELECT count(*) FROM {default_partition_name(RUN_TABLE)} WHERE id >= %s AND id < %s",
+        list(day_id_range(day)),
+    )
+    return int(cursor.fetchone()[0])  # type: ignore[attr-defined]
 
 
 def _count(cursor: object, table: str) -> int:
@@ -206,8 +226,14 @@ def _drop_foreign_keys(cursor: object, table: str) -> None:
         cursor.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')  # type: ignore[attr-defined]
 
 
-def _detach(day: date, now: datetime) -> str:
-    """Step 1; '' once detached, else why not (the day stays as it was)."""
+def _detach(day: date, now: datetime, *, in_default: bool) -> str:
+    """Step 1; '' once detached, else why not (the day stays as it was).
+
+    A day in the default partition (it had no partition of its own when its runs were written)
+    is detached by moving its rows out instead: copied into tables of the day partitions'
+    names and deleted from the default partitions, in the same transaction. That locks the two
+    default partitions against writes, not the runs table, for as long as the day's rows take
+    to copy."""
     low, high = day_id_range(day)
     runs, attempts = partition_name(RUN_TABLE, day), partition_name(ATTEMPT_TABLE, day)
     letters = dead_letter_table(day)
@@ -215,10 +241,16 @@ def _detach(day: date, now: datetime) -> str:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LAYOUT_LOCK_KEY])
-            cursor.execute(f"LOCK TABLE {RUN_TABLE}, {ATTEMPT_TABLE} IN ACCESS EXCLUSIVE MODE")
+            if in_default:
+                cursor.execute(
+                    f"LOCK TABLE {default_partition_name(RUN_TABLE)}, "
+                    f"{default_partition_name(ATTEMPT_TABLE)} IN EXCLUSIVE MODE"
+                )
+            else:
+                cursor.execute(f"LOCK TABLE {RUN_TABLE}, {ATTEMPT_TABLE} IN ACCESS EXCLUSIVE MODE")
             # With the tables locked nothing of the day can change: what could have since the
             # full check (a replay, a backfill's new pending run) is checked again.
-            reason = _hold_reason(cursor, day, now, full=False)
+            reason = _hold_reason(cursor, day, now, full=False, in_default=in_default)
             if reason:
                 transaction.set_rollback(True)
                 return reason
@@ -241,10 +273,13 @@ def _detach(day: date, now: datetime) -> str:
             # The foreign keys' deferred checks of the statements above run now, not at the
             # commit after the detach.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            cursor.execute(f"ALTER TABLE {ATTEMPT_TABLE} DETACH PARTITION {attempts}")
-            _drop_foreign_keys(cursor, attempts)
-            cursor.execute(f"ALTER TABLE {RUN_TABLE} DETACH PARTITION {runs}")
-            _drop_foreign_keys(cursor, runs)
+            if in_default:
+                _move_out_of_default(cursor, runs, attempts, low, high)
+            else:
+                cursor.execute(f"ALTER TABLE {ATTEMPT_TABLE} DETACH PARTITION {attempts}")
+                _drop_foreign_keys(cursor, attempts)
+                cursor.execute(f"ALTER TABLE {RUN_TABLE} DETACH PARTITION {runs}")
+                _drop_foreign_keys(cursor, runs)
             ArchivedDay.objects.create(
                 day=day,
                 step=ArchiveStep.DETACHED,
@@ -260,6 +295,27 @@ def _detach(day: date, now: datetime) -> str:
             return "busy"
         raise
     return ""
+
+
+def _move_out_of_default(
+    cursor: object, runs: str, attempts: str, low: object, high: object
+) -> None:
+    """The default partitions' rows of one day into tables of their own (the attempts deleted
+    before their runs, whose foreign key they hold)."""
+    for table, target, key in (
+        (RUN_TABLE, runs, "id"),
+        (ATTEMPT_TABLE, attempts, "run_id"),
+    ):
+        cursor.execute(  # type: ignore[attr-defined]
+            f"CREATE TABLE {target} AS SELECT * FROM {default_partition_name(table)}"
+            f" WHERE {key} >= %s AND {key} < %s",
+            [low, high],
+        )
+    for table, key in ((ATTEMPT_TABLE, "run_id"), (RUN_TABLE, "id")):
+        cursor.execute(  # type: ignore[attr-defined]
+            f"DELETE FROM {default_partition_name(table)} WHERE {key} >= %s AND {key} < %s",
+            [low, high],
+        )
 
 
 def _advance(record: ArchivedDay, to: ArchiveStep, now: datetime, **fields: object) -> None:
@@ -444,38 +500,59 @@ def _unlock() -> None:
         cursor.execute("SELECT pg_advisory_unlock(%s)", [ARCHIVE_LOCK_KEY])
 
 
-def archive_candidates(before: date) -> tuple[list[ArchivedDay], list[date]]:
-    """Days whose archive is under way (oldest first), and days with partitions before
-    ``before`` that have none yet."""
+def default_days(before: date) -> set[date]:
+    """UTC days before ``before`` with runs in the default partition. Days before
+    FIRST_ARCHIVED_DAY are left out: their ids all start with 0 (jobs/run_ids.py), so no id
+    range holds one day of them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT DISTINCT (scheduled_for AT TIME ZONE 'UTC')::date
+              FROM {default_partition_name(RUN_TABLE)}
+             WHERE scheduled_for >= %s AND scheduled_for < %s
+            """,
+            [day_start(FIRST_ARCHIVED_DAY), day_start(before)],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def archive_candidates(before: date) -> tuple[list[ArchivedDay], list[tuple[date, bool]]]:
+    """Days whose archive is under way (oldest first), and days before ``before`` with
+    partitions or with rows in the default partition that have none yet (day, in_default)."""
     unfinished = list(ArchivedDay.objects.exclude(step=ArchiveStep.ARCHIVED).order_by("day"))
     recorded = set(ArchivedDay.objects.values_list("day", flat=True))
-    fresh = sorted(day for day in _partition_days() if day < before and day not in recorded)
-    return unfinished, fresh
+    partitioned = {day for day in _partition_days() if day < before}
+    fresh = {(day, False) for day in partitioned} | {
+        (day, True) for day in default_days(before) if day not in partitioned
+    }
+    return unfinished, sorted(item for item in fresh if item[0] not in recorded)
 
 
 def reappeared_days(before: date) -> list[date]:
-    """Archived days that have partitions again (a later backfill of the day created them):
-    they stay hot; their archive keeps what was archived."""
+    """Archived days that have runs again (a later backfill of the day wrote them, to new
+    partitions or to the default): they stay hot; their archive keeps what was archived."""
     archived = set(
         ArchivedDay.objects.filter(step=ArchiveStep.ARCHIVED).values_list("day", flat=True)
     )
-    return sorted(day for day in _partition_days() if day < before and day in archived)
+    again = {day for day in _partition_days() if day < before} | default_days(before)
+    return sorted(day for day in again if day in archived)
 
 
 def _archive_day(
-    day: date, clock: Callable[[], datetime], progress: Progress, *, dry_run: bool
+    day: date, clock: Callable[[], datetime], progress: Progress, *, dry_run: bool, in_default: bool
 ) -> DayOutcome:
-    """A day with partitions and no archive yet: checked, then all four steps."""
+    """A day with partitions, or rows in the default, and no archive yet: checked, then all
+    four steps."""
     with connection.cursor() as cursor:
-        reason = _hold_reason(cursor, day, clock(), full=True)
-        runs = _count(cursor, partition_name(RUN_TABLE, day)) if dry_run else 0
+        reason = _hold_reason(cursor, day, clock(), full=True, in_default=in_default)
+        runs = _count_day(cursor, day, in_default=in_default) if dry_run else 0
     if reason:
         return DayOutcome(day, "held", reason)
     if dry_run:
         return DayOutcome(day, "would_archive", runs=runs)
     progress.step(day, "detach", 0)
     started = time.monotonic()
-    reason = _detach(day, clock())
+    reason = _detach(day, clock(), in_default=in_default)
     detach_s = time.monotonic() - started
     if reason == "busy":
         return DayOutcome(day, "busy", "the detach could not get its locks now")
@@ -516,8 +593,8 @@ def archive_days(
                 done(DayOutcome(record.day, "would_archive", f"resumes after {record.step}"))
                 continue
             done(_finish(record, clock, shown))
-        for day in fresh:
-            done(_archive_day(day, clock, shown, dry_run=dry_run))
+        for day, in_default in fresh:
+            done(_archive_day(day, clock, shown, dry_run=dry_run, in_default=in_default))
     finally:
         _unlock()
     for outcome in report.by("archived"):

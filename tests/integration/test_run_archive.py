@@ -20,7 +20,8 @@ from beat_engine.db_clock import read_database_clock
 from jobs import archive_format as fmt
 from jobs.models import ArchivedDay, DeadLetter, DedupKey, JobRun, RunAttempt
 from jobs.models_archive import ArchiveStep
-from jobs.run_partitions import ATTEMPT_TABLE, RUN_TABLE, partition_name
+from jobs.run_ids import day_id_range
+from jobs.run_partitions import ATTEMPT_TABLE, RUN_TABLE, default_partition_name, partition_name
 from jobs.services import run_archive
 from jobs.services.run_archive import ArchiveFailed, archive_days, hot_cutoff
 from tests.support.factories import job_factory, run_factory
@@ -188,7 +189,7 @@ def test_a_day_whose_files_differ_from_its_tables_is_exported_again(now: datetim
     job = job_factory(now=now)
     day = ago(now, 40)
     fill_day(job, day, 20)
-    assert run_archive._detach(day, now) == ""
+    assert run_archive._detach(day, now, in_default=False) == ""
     record = ArchivedDay.objects.get(day=day)
     run_archive._export(record, now, run_archive.Progress())
     # A row lost on the way to the disk: the file and its manifest agree, the table does not.
@@ -297,7 +298,7 @@ def test_a_verified_day_whose_files_are_gone_is_exported_again(now: datetime) ->
     job = job_factory(now=now)
     day = ago(now, 40)
     fill_day(job, day, 10)
-    assert run_archive._detach(day, now) == ""
+    assert run_archive._detach(day, now, in_default=False) == ""
     record = ArchivedDay.objects.get(day=day)
     run_archive._export(record, now, run_archive.Progress())
     run_archive._verify(record, now, run_archive.Progress())
@@ -336,3 +337,50 @@ def test_the_admin_lists_archived_days_to_superusers_only(now: datetime) -> None
     assert page.status_code == 200
     assert day.isoformat() in page.content.decode() or f"{day:%b}" in page.content.decode()
     assert staff.get(url).status_code == 403
+
+
+def _in_default(day: object) -> int:
+    with connection.cursor() as cursor:
+        low, high = day_id_range(day)  # type: ignore[arg-type]
+        cursor.execute(
+            f"SELECT count(*) FROM {default_partition_name(RUN_TABLE)} WHERE id >= %s AND id < %s",
+            [low, high],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def test_old_days_in_the_default_partition_are_archived_too(
+    now: datetime, archive_dir: Path
+) -> None:
+    job = job_factory(now=now)
+    old, crashed, live, hot = ago(now, 45), ago(now, 46), ago(now, 47), ago(now, 3)
+    for day, runs in ((old, 40), (crashed, 10), (live, 5), (hot, 5)):
+        fill_day(job, day, runs, in_default=True)
+    run_factory(job, scheduled_for=datetime.combine(live, now.timetz()) + timedelta(hours=1))
+    before = {day: day_lines(day, in_default=True) for day in (old, crashed)}
+    # A pass that died right after moving a day's rows out: the next one goes on from there.
+    assert run_archive._detach(crashed, now, in_default=True) == ""
+    assert _in_default(crashed) == 0
+
+    report = _archive(now)
+
+    assert sorted(d.day for d in report.by("archived")) == [crashed, old]
+    assert [(d.day, d.reason) for d in report.by("held")] == [(live, "a live run")]
+    for day, runs in ((old, 40), (crashed, 10)):
+        record = ArchivedDay.objects.get(day=day)
+        assert (record.step, record.runs, record.attempts) == (ArchiveStep.ARCHIVED, runs, runs)
+        for table in (RUN_TABLE, ATTEMPT_TABLE):
+            lines = _file_lines(Path(record.directory), table)
+            assert len(lines) == len(set(lines)) == runs
+            assert set(lines) == before[day][table]
+            assert not table_exists(partition_name(table, day))
+        assert _in_default(day) == 0
+    assert _in_default(live) == 6
+    assert _in_default(hot) == 5
+    assert _archive(now).days == [
+        run_archive.DayOutcome(live, "held", "a live run"),
+    ]
+    # A later write to an archived day keeps it hot; its archive keeps what was archived.
+    fill_day(job, old, 1, in_default=True)
+    held = {(d.day, d.reason) for d in _archive(now).by("held")}
+    assert (old, "already archived; a later write created it again") in held
