@@ -117,6 +117,18 @@ HISTORY_PARTITION_DAYS = Counter(
     "default partition because it already held rows of them (in_default).",
     ["outcome"],
 )
+# The archive (jobs/services/run_archive.py): days by what a pass did with them, rows archived.
+HISTORY_ARCHIVE_DAYS = Counter(
+    "scheduler_history_archive_days_total",
+    "Days of run history an archive pass archived (archived), kept hot (held), or left for the "
+    "next pass because their locks were taken (busy).",
+    ["outcome"],
+)
+HISTORY_ARCHIVED_ROWS = Counter(
+    "scheduler_history_archived_rows_total",
+    "Rows archived to files and dropped from PostgreSQL, by table (jobs_jobrun, jobs_runattempt).",
+    ["table"],
+)
 HEARTBEAT_ERRORS = Counter(
     "scheduler_heartbeat_errors_total", "Heartbeats of running attempts that raised."
 )

@@ -43,6 +43,7 @@ from django.db import OperationalError, connection, transaction
 
 from jobs import archive_format as fmt
 from jobs.archive_format import ArchiveError
+from jobs.metrics import HISTORY_ARCHIVE_DAYS, HISTORY_ARCHIVED_ROWS
 from jobs.models_archive import ArchivedDay, ArchiveStep
 from jobs.run_ids import day_id_range, day_start
 from jobs.run_partitions import (
@@ -563,6 +564,18 @@ def _archive_day(
     return outcome
 
 
+def _count_outcomes(report: ArchiveReport) -> None:
+    for outcome in ("archived", "held", "busy"):
+        days = report.by(outcome)
+        if days:
+            HISTORY_ARCHIVE_DAYS.labels(outcome=outcome).inc(len(days))
+    archived = report.by("archived")
+    for table, rows in ((RUN_TABLE, sum(d.runs for d in archived)),
+                        (ATTEMPT_TABLE, sum(d.attempts for d in archived))):  # fmt: skip
+        if rows:
+            HISTORY_ARCHIVED_ROWS.labels(table=table).inc(rows)
+
+
 def archive_days(
     *,
     before: date,
@@ -597,6 +610,7 @@ def archive_days(
             done(_archive_day(day, clock, shown, dry_run=dry_run, in_default=in_default))
     finally:
         _unlock()
+    _count_outcomes(report)
     for outcome in report.by("archived"):
         logger.info(
             "history.day_archived",

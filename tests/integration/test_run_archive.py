@@ -15,6 +15,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from prometheus_client import REGISTRY
 
 from beat_engine.db_clock import read_database_clock
 from jobs import archive_format as fmt
@@ -339,6 +340,17 @@ def test_the_admin_lists_archived_days_to_superusers_only(now: datetime) -> None
     assert staff.get(url).status_code == 403
 
 
+_COUNTED = [
+    ("scheduler_history_archive_days_total", {"outcome": "archived"}),
+    ("scheduler_history_archive_days_total/held", {"outcome": "held"}),
+    ("scheduler_history_archived_rows_total", {"table": RUN_TABLE}),
+]
+
+
+def _sample(name: str, labels: dict[str, str]) -> float:
+    return REGISTRY.get_sample_value(name.split("/")[0], labels) or 0.0
+
+
 def _in_default(day: object) -> int:
     with connection.cursor() as cursor:
         low, high = day_id_range(day)  # type: ignore[arg-type]
@@ -361,6 +373,7 @@ def test_old_days_in_the_default_partition_are_archived_too(
     # A pass that died right after moving a day's rows out: the next one goes on from there.
     assert run_archive._detach(crashed, now, in_default=True) == ""
     assert _in_default(crashed) == 0
+    counted = {name: _sample(name, labels) for name, labels in _COUNTED}
 
     report = _archive(now)
 
@@ -377,6 +390,12 @@ def test_old_days_in_the_default_partition_are_archived_too(
         assert _in_default(day) == 0
     assert _in_default(live) == 6
     assert _in_default(hot) == 5
+    grown = {name: _sample(name, labels) - counted[name] for name, labels in _COUNTED}
+    assert grown == {
+        "scheduler_history_archive_days_total": 2,
+        "scheduler_history_archive_days_total/held": 1,
+        "scheduler_history_archived_rows_total": 50,
+    }
     assert _archive(now).days == [
         run_archive.DayOutcome(live, "held", "a live run"),
     ]
