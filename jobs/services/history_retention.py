@@ -50,29 +50,35 @@ _LIVE_STATES = sorted(
 )
 
 # A key is purged once expired and not protected (module docstring). The run is looked up by
-# its id alone, one probe per key.
+# its id alone, one probe per key, in a correlated scalar subquery: PostgreSQL turns a NOT
+# EXISTS into an anti join, which over the partitioned runs table hashes the protected runs of
+# every partition (a scan of the whole history per batch); the scalar probe stays a lookup by
+# id that reads the one partition the id names (docs/history.md, "Partitions").
 _DEDUP_SQL = """
 DELETE FROM jobs_dedupkey WHERE key IN (
     SELECT d.key FROM jobs_dedupkey AS d
      WHERE d.expires_at <= %(now)s
-       AND NOT EXISTS (
-           SELECT 1 FROM jobs_jobrun AS r
-            WHERE r.id = d.run_id
-              AND (r.state = ANY(%(live)s) OR r.state = %(dead)s
-                   OR (r.state = %(failed)s AND r.finished_at > %(replayable_after)s)))
+       AND (SELECT 1 FROM jobs_jobrun AS r
+             WHERE r.id = d.run_id
+               AND (r.state = ANY(%(live)s) OR r.state = %(dead)s
+                    OR (r.state = %(failed)s AND r.finished_at > %(replayable_after)s))
+             LIMIT 1) IS NULL
      ORDER BY d.expires_at
      LIMIT %(batch)s
        FOR UPDATE OF d SKIP LOCKED)
 """
 
 # A dead letter is closed once it was replayed and its run is neither dead again nor still
-# in flight; it is purged when its last replay is older than the retention.
+# in flight; it is purged when its last replay is older than the retention. Its run's state is
+# read by id, one probe per letter, for the reason given above _DEDUP_SQL (a join would be a
+# hash join over every partition); a letter whose run is gone matches no state, as the join's
+# did not.
 _DEAD_LETTER_SQL = """
 DELETE FROM jobs_deadletter WHERE id IN (
     SELECT dl.id FROM jobs_deadletter AS dl
-      JOIN jobs_jobrun AS r ON r.id = dl.run_id
      WHERE dl.replayed_at IS NOT NULL AND dl.replayed_at < %(cutoff)s
-       AND r.state <> %(dead)s AND NOT r.state = ANY(%(live)s)
+       AND (SELECT r.state FROM jobs_jobrun AS r WHERE r.id = dl.run_id)
+           <> ALL(%(kept)s)
      ORDER BY dl.replayed_at
      LIMIT %(batch)s
        FOR UPDATE OF dl SKIP LOCKED)
@@ -120,8 +126,7 @@ def _purge_dead_letters(*, now: datetime, batch: int) -> int:
             _DEAD_LETTER_SQL,
             {
                 "cutoff": now - dead_letter_retention(),
-                "dead": RunState.DEAD.value,
-                "live": _LIVE_STATES,
+                "kept": sorted([RunState.DEAD.value, *_LIVE_STATES]),
                 "batch": batch,
             },
         )

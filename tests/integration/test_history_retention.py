@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,7 +18,9 @@ from beat_engine.clock import SystemClock
 from jobs import result_writer
 from jobs.execution import ExecutionOutcome, run_execute
 from jobs.models import DeadLetter, DedupKey, Job, JobRun
+from jobs.run_partitions import ATTEMPT_TABLE, RUN_TABLE, partition_name
 from jobs.services.dedup import dedup_record
+from jobs.services.history_partitions import partitions_ensure
 from jobs.services.history_retention import PURGE_LOCK_KEY, history_purge
 from jobs.services.starts import run_start
 from jobs.states import RunState
@@ -245,3 +247,56 @@ def test_only_a_critical_jobs_success_records_its_key(critical: bool) -> None:
 
     assert outcome == ExecutionOutcome.SUCCEEDED
     assert DedupKey.objects.filter(key=run.dedup_key).exists() is critical
+
+
+def _scans() -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, seq_scan + COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables"
+            " WHERE relname LIKE 'jobs_jobrun_%'"
+        )
+        return dict(cursor.fetchall())
+
+
+@pytest.fixture
+def far_days() -> Iterator[list[date]]:
+    """Days with partitions of their own for one test, dropped after it (DDL outlives the
+    transactional test's flush)."""
+    days = [date(2033, 5, 10) + timedelta(days=n) for n in range(-3, 4)]
+    partitions_ensure(days)
+    yield days
+    with connection.cursor() as cursor:
+        for day in days:
+            for table in (ATTEMPT_TABLE, RUN_TABLE):
+                cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {partition_name(table, day)}")
+                cursor.execute(f"DROP TABLE {partition_name(table, day)}")
+
+
+def test_the_purge_reads_only_the_partitions_its_keys_and_letters_name(
+    far_days: list[date],
+) -> None:
+    """Each key's and letter's run is read by its id, not by a join that scans the history:
+    with nested loops off, as the planner chooses at scale, the old NOT EXISTS and JOIN became
+    hash joins over every partition."""
+    day = far_days[3]
+    at = datetime.combine(day, T0.timetz())
+    job = job_factory()
+    done = {"state": RunState.SUCCEEDED, "attempt": 1, "due_at": None, "finished_at": LONG_AGO}
+    for other in far_days:
+        run_factory(job, scheduled_for=datetime.combine(other, T0.timetz()) + timedelta(hours=1),
+                    **done)  # fmt: skip
+    _key("expired", job, run_factory(job, scheduled_for=at, **done), expires_at=EXPIRED)
+    letter_run = run_factory(job, scheduled_for=at + timedelta(minutes=1), **done)
+    _letter(letter_run, moved_at=LONG_AGO, replayed_at=LONG_AGO)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_jobrun")
+
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_nestloop = off")
+        before = _scans()
+        report = _purge()
+        touched = {name for name, n in _scans().items() if n > before.get(name, 0)}
+
+    assert (report.deleted["jobs_dedupkey"], report.deleted["jobs_deadletter"]) == (1, 1)
+    assert touched == {partition_name(RUN_TABLE, day)}
