@@ -47,7 +47,12 @@ def run_all(
         slug = "".join(c if c.isalnum() else "-" for c in case.label)
         out_dir = SERVICES_DIR / "runs" / contender.name / f"{slug}-r{repetition + 1}"
         try:
-            result = measure(contender, case, repetition, out_dir, env)
+            if case.scenario == "e2e":
+                from bench.compare.e2e import measure_e2e
+
+                result = measure_e2e(contender, case, repetition, out_dir, env)
+            else:
+                result = measure(contender, case, repetition, out_dir, env)
         except Exception as exc:  # noqa: BLE001 - one failed run is reported, not fatal
             result = RunResult(contender.name, case, repetition, 0.0, 0.0)
             result.error = f"{type(exc).__name__}: {exc}"
@@ -60,6 +65,8 @@ def describe(result: RunResult) -> str:
     late = result.lateness_s
     if result.case.scenario in ("steady", "failover"):
         parts = [f"published {len(late)} firings"]
+    elif result.case.scenario == "e2e":
+        parts = [f"executed {len(late)}/{result.case.due} at the target"]
     else:
         parts = [f"published {len(late)}/{result.case.due}"]
     if late:
@@ -112,7 +119,7 @@ def main(argv: list[str]) -> int:
         ".local/bench-compare/report in quick mode, so CI never rewrites the docs)",
     )  # fmt: skip
     parser.add_argument(
-        "--scenarios", nargs="*", choices=("spike", "registrations", "steady", "failover"),
+        "--scenarios", nargs="*", choices=("spike", "registrations", "steady", "failover", "e2e"),
         help="scenarios to run (default: all); e.g. `--quick --only ours-2 redbeat "
         "--scenarios failover`",
     )  # fmt: skip

@@ -71,6 +71,8 @@ def run_register(kind: str, case: Case, due_at: datetime, env: dict[str, str]) -
     else:
         argv = ["-m", "bench.compare.register", kind, str(case.registered), str(case.due),
                 due_at.isoformat()]  # fmt: skip
+        if case.scenario == "e2e":
+            argv.append(env["BENCH_TARGET_URL"])
     subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, check=True)
 
 

@@ -169,5 +169,8 @@ def how_to_run() -> list[str]:
         "writes its report under `.local/bench-compare/report/`, so CI never rewrites the "
         "docs.",
         "- `--only ours-1 redbeat` runs a subset, `--scenarios spike failover` some scenarios; "
-        "`--docs DIR` writes the report elsewhere.",
+        "`--docs DIR` writes the report elsewhere. `--scenarios e2e` alone rewrites only the "
+        "end-to-end subsection and its records (`flock /tmp/bench.lock scripts/bench-compare "
+        "--scenarios e2e`, about 15 minutes); `BENCH_E2E_CONCURRENCY` sets its processes per "
+        "worker.",
     ]

@@ -29,11 +29,20 @@ METRICS: tuple[tuple[str, str, bool], ...] = (
     ("lateness_p99_after_kill", "s", True),
     ("lateness_max_after_kill", "s", True),
     ("lateness_p99_settled", "s", True),
+    # End to end only (bench.compare.e2e): counted at the HTTP target.
+    ("last_executed", "s", True),
+    ("executions_per_s", "1/s", False),
+    ("cpu_scheduler", "s", True),
+    ("cpu_workers", "s", True),
+    ("cpu_services", "s", True),
 )
 FAILOVER_METRICS = frozenset(
     ("victim_share", "resume", "lateness_p99_after_kill", "lateness_max_after_kill",
      "lateness_p99_settled")
 )  # fmt: skip
+E2E_METRICS = frozenset(
+    ("last_executed", "executions_per_s", "cpu_scheduler", "cpu_workers", "cpu_services")
+)
 UNITS = {name: unit for name, unit, _ in METRICS}
 LOWER_IS_BETTER = {name: lower for name, _, lower in METRICS}
 
@@ -53,6 +62,8 @@ def run_metrics(run: RunResult) -> dict[str, float | None]:
         return _failover_metrics(run, peak_rss, cpu)
     if run.case.scenario == "steady":
         return _steady_metrics(run, peak_rss, cpu)
+    if run.case.scenario == "e2e":
+        return _e2e_metrics(run, peak_rss, cpu)
     last = late[-1] if late and run.misses == 0 else None
     return {
         # Time from the due instant until the last due message was in the broker.
@@ -69,7 +80,32 @@ def run_metrics(run: RunResult) -> dict[str, float | None]:
         "duplicates": float(run.duplicates),
         "resent": float(run.resent),
         "misses": float(run.misses),
-    } | dict.fromkeys(FAILOVER_METRICS)
+    } | dict.fromkeys(FAILOVER_METRICS | E2E_METRICS)
+
+
+def _e2e_metrics(run: RunResult, peak_rss: float, cpu: float) -> dict[str, float | None]:
+    """Lateness here is the due instant to the target's first request for each firing."""
+    late = run.lateness_s
+    last = late[-1] if late and run.misses == 0 else None
+    split = run.cpu_split
+    return dict.fromkeys(UNITS) | {
+        # Time from the due instant until the target had served every due firing.
+        "last_executed": last,
+        "executions_per_s": run.case.due / last if last and last > 0 else None,
+        "lateness_p50": percentile(late, 0.50) if late else None,
+        "lateness_p99": percentile(late, 0.99) if late else None,
+        "lateness_max": late[-1] if late else None,
+        "startup": run.ready_at - run.spawned_at if run.ready_at else None,
+        "peak_rss": peak_rss or None,
+        # Scheduler and workers; the databases' share is cpu_services.
+        "cpu": cpu or None,
+        "cpu_per_1000_firings": cpu * 1000 / len(late) if late and cpu else None,
+        "cpu_scheduler": split.get("scheduler"),
+        "cpu_workers": split.get("workers"),
+        "cpu_services": split.get("services") or None,
+        "duplicates": float(run.duplicates),
+        "misses": float(run.misses),
+    }
 
 
 def _steady_metrics(run: RunResult, peak_rss: float, cpu: float) -> dict[str, float | None]:
@@ -89,7 +125,7 @@ def _steady_metrics(run: RunResult, peak_rss: float, cpu: float) -> dict[str, fl
         "duplicates": float(run.duplicates) if run.counted else None,
         "resent": float(run.resent),
         "misses": float(run.misses) if run.counted else None,
-    } | dict.fromkeys(FAILOVER_METRICS)
+    } | dict.fromkeys(FAILOVER_METRICS | E2E_METRICS)
 
 
 def _failover_metrics(run: RunResult, peak_rss: float, cpu: float) -> dict[str, float | None]:

@@ -46,9 +46,11 @@ class Ours:
         self, case: Case, due_at: datetime, out_dir: Path, env: dict[str, str]
     ) -> list[subprocess.Popen[bytes]]:
         argv = [sys.executable, "manage.py", "beat_engine"]
-        # No worker reads the queue here and the harness counts every message: the fixed queue
-        # bound, not one sized from a drain rate of zero.
-        env = {**env, "SCHEDULER_BROKER_QUEUE_TARGET_WAIT_S": "0"}
+        if case.scenario != "e2e":
+            # No worker reads the queue here and the harness counts every message: the fixed
+            # queue bound, not one sized from a drain rate of zero. End to end, workers drain
+            # it, and the default bound (sized from their drain rate) applies.
+            env = {**env, "SCHEDULER_BROKER_QUEUE_TARGET_WAIT_S": "0"}
         if case.scenario == "failover":
             env = {
                 **env,

@@ -73,6 +73,9 @@ def firings_over_time(results: list[RunResult], path: Path) -> bool:
 def rss_by_registered(results: list[RunResult], path: Path) -> bool:
     points: dict[str, dict[int, float]] = defaultdict(dict)
     for run in results:
+        if run.case.scenario == "e2e":
+            # Its RSS includes the workers: not the scheduler's alone.
+            continue
         peak = max((s.rss_bytes for s in run.samples), default=0) / 2**20
         if peak:
             known = points[run.scheduler].get(run.case.registered, 0.0)

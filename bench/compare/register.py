@@ -1,11 +1,14 @@
 """Registers a case's jobs with one scheduler, run as a subprocess in that scheduler's settings.
 
-``python -m bench.compare.register KIND REGISTERED DUE DUE_AT_ISO``: the first DUE jobs fire at
-DUE_AT, the rest twelve hours later. Every job is an interval of one day whose previous firing
-was one day before its instant (ours: anchored at the instant), so the instant can be any
-second, not only a minute boundary as a crontab would need. Each peer gets its jobs the way
-its users create them in bulk, as fast as its storage allows: rows for django-celery-beat and
-ours (bulk SQL copying one row the ORM created), entries in Redis for RedBeat (pipelined).
+``python -m bench.compare.register KIND REGISTERED DUE DUE_AT_ISO [TARGET_URL]``: the first DUE
+jobs fire at DUE_AT, the rest twelve hours later. With TARGET_URL (the end-to-end scenario) each
+firing POSTs ``{"firing": NAME}`` there: ours as an HTTP-target job, RedBeat's entries as a
+plain Celery task that makes the same call (bench.compare.peer_app.http_fire). Every job is an
+interval of one day whose previous firing was one day before its instant (ours: anchored at the
+instant), so the instant can be any second, not only a minute boundary as a crontab would need.
+Each peer gets its jobs the way its users create them in bulk, as fast as its storage allows:
+rows for django-celery-beat and ours (bulk SQL copying one row the ORM created), entries in
+Redis for RedBeat (pipelined).
 Registration time is not part of any figure.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,6 +27,11 @@ BATCH = 10_000
 PERIOD = timedelta(days=1)
 # Registered but not due: far enough not to fire during any run of a profile.
 IDLE_AFTER = timedelta(hours=12)
+# The task every peer entry sends, and the one that makes the end-to-end scenario's HTTP call.
+NOOP_TASK = "bench.noop"
+HTTP_TASK = "bench.http_fire"
+# Ours and the peer's task give the target this long to answer.
+HTTP_TIMEOUT = timedelta(seconds=30)
 
 
 def entry_name(index: int) -> str:
@@ -60,7 +69,9 @@ def register_django_celery_beat(registered: int, due: int, due_at: datetime) -> 
     PeriodicTasks.update_changed()
 
 
-def register_redbeat(registered: int, due: int, due_at: datetime) -> None:
+def register_redbeat(
+    registered: int, due: int, due_at: datetime, target_url: str | None = None
+) -> None:
     from celery.schedules import schedule
     from redbeat.decoder import RedBeatJSONEncoder
     from redbeat.schedulers import get_redis
@@ -74,7 +85,8 @@ def register_redbeat(registered: int, due: int, due_at: datetime) -> None:
     # RedBeatSchedulerEntry.save()'s writes, serialised once and pipelined: the definition
     # differs only by name, the meta only between due and idle entries.
     definition = json.dumps(
-        {"name": "NAME", "task": "bench.noop", "args": ["NAME"], "kwargs": {}, "options": {},
+        {"name": "NAME", "task": HTTP_TASK if target_url else NOOP_TASK, "args": ["NAME"],
+         "kwargs": {}, "options": {},
          "schedule": every_day, "enabled": True},
         cls=RedBeatJSONEncoder,
     )  # fmt: skip
@@ -113,18 +125,25 @@ def reset_ours() -> tuple[Any, int, datetime]:
     return tenant, int(settings.SCHEDULER["PARTITIONS"]), now
 
 
-def register_ours(registered: int, due: int, due_at: datetime) -> None:
+def register_ours(
+    registered: int, due: int, due_at: datetime, target_url: str | None = None
+) -> None:
     tenant, partitions, now = reset_ours()
     from django.db import connection
 
     from beat_engine.partitions import partition_for
     from jobs.models import Job, JobKind, TargetKind
 
+    target: dict[str, Any] = {"target_kind": TargetKind.TASK, "target_name": NOOP_TASK}
+    overrides: dict[str, str] = {}
+    if target_url:
+        target = {"target_kind": TargetKind.HTTP, "target_url": target_url,
+                  "timeout": HTTP_TIMEOUT}  # fmt: skip
+        overrides = {"payload": f"jsonb_build_object('firing', {entry_name_sql('g.i')})"}
     template = Job.objects.create(
         tenant=tenant, name="template", kind=JobKind.INTERVAL,
         interval_seconds=int(PERIOD.total_seconds()), anchor_at=due_at, timezone="UTC",
-        target_kind=TargetKind.TASK, target_name="bench.noop", next_fire_at=due_at,
-        partition=0, created_at=now, updated_at=now,
+        next_fire_at=due_at, partition=0, created_at=now, updated_at=now, **target,
     )  # fmt: skip
     columns = [f.column for f in Job._meta.concrete_fields]
     with connection.cursor() as cursor:
@@ -141,7 +160,7 @@ def register_ours(registered: int, due: int, due_at: datetime) -> None:
             insert_copies(
                 cursor, Job._meta.db_table, columns, template.pk,
                 {"id": "g.id", "name": entry_name_sql("g.i"), "partition": "g.part",
-                 "anchor_at": "%s", "next_fire_at": "%s"},
+                 "anchor_at": "%s", "next_fire_at": "%s", **overrides},
                 "(SELECT * FROM bench_ids WHERE i >= %s AND i < %s) g",
                 [instant, instant, first, last],
             )  # fmt: skip
@@ -149,7 +168,7 @@ def register_ours(registered: int, due: int, due_at: datetime) -> None:
     template.delete()
 
 
-REGISTER = {
+REGISTER: dict[str, Callable[..., None]] = {
     "django-celery-beat": register_django_celery_beat,
     "redbeat": register_redbeat,
     "ours": register_ours,
@@ -157,8 +176,14 @@ REGISTER = {
 
 
 def main(argv: list[str]) -> None:
-    kind, registered, due, due_at = argv
-    REGISTER[kind](int(registered), int(due), datetime.fromisoformat(due_at))
+    kind, registered, due, due_at, *target_url = argv
+    when = datetime.fromisoformat(due_at)
+    if target_url:
+        if kind == "django-celery-beat":
+            raise SystemExit("an HTTP target is registered for ours and RedBeat only")
+        REGISTER[kind](int(registered), int(due), when, target_url[0])
+    else:
+        REGISTER[kind](int(registered), int(due), when)
 
 
 if __name__ == "__main__":

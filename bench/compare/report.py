@@ -9,12 +9,29 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.compare.contender import Contender
-from bench.compare.metrics import FAILOVER_METRICS, Figure, pairwise_ratio, summarise
+from bench.compare.metrics import (
+    E2E_METRICS,
+    FAILOVER_METRICS,
+    Figure,
+    pairwise_ratio,
+    summarise,
+)
 from bench.compare.runner import RunResult
-from bench.compare.workload import CELERY_PEERS, Case, Profile
+from bench.compare.workload import (
+    CELERY_PEERS,
+    E2E_CONCURRENCY,
+    E2E_CONTENDERS,
+    E2E_TARGET_DELAY_S,
+    E2E_WORKERS,
+    Case,
+    Profile,
+)
 
 START = "<!-- compare:start -->"
 END = "<!-- compare:end -->"
+# The end-to-end subsection, inside ours, so a run of that scenario alone rewrites only it.
+E2E_START = "<!-- compare-e2e:start -->"
+E2E_END = "<!-- compare-e2e:end -->"
 SOURCE = "bench-compare"
 TITLE = "## Compared with celery beat, django-celery-beat and RedBeat"
 COLUMNS = (
@@ -54,6 +71,30 @@ FAILOVER_RECORDS = FAILOVER_METRICS | {
     "cpu",
     "duplicates",
     "resent",
+    "misses",
+}
+E2E_COLUMNS = (
+    ("last_executed", "all executed (s)"),
+    ("executions_per_s", "executions/s"),
+    ("lateness_p50", "p50 (s)"),
+    ("lateness_p99", "p99 (s)"),
+    ("peak_rss", "peak RSS (MiB)"),
+    ("cpu_scheduler", "CPU scheduler (s)"),
+    ("cpu_workers", "CPU workers (s)"),
+    ("cpu_services", "CPU PostgreSQL+Redis (s)"),
+    ("duplicates", "dup"),
+    ("misses", "miss"),
+)
+# Ours within this factor of RedBeat's time while it alone gives its guarantees.
+E2E_GOAL = 1.25
+E2E_RECORDS = E2E_METRICS | {
+    "lateness_p50",
+    "lateness_p99",
+    "lateness_max",
+    "peak_rss",
+    "cpu",
+    "cpu_per_1000_firings",
+    "duplicates",
     "misses",
 }
 
@@ -148,13 +189,88 @@ def failover_ratio_lines(runs_by_scheduler: dict[str, list[RunResult]]) -> list[
     ]
 
 
+def e2e_ratio_lines(runs_by_scheduler: dict[str, list[RunResult]]) -> list[str]:
+    """Ours / RedBeat on the time until every firing executed, against the goal."""
+    ours_name, peer = E2E_CONTENDERS
+    if ours_name not in runs_by_scheduler or peer not in runs_by_scheduler:
+        return []
+    ours, theirs = runs_by_scheduler[ours_name], runs_by_scheduler[peer]
+    ratio = pairwise_ratio(ours, theirs, "last_executed")
+    verdict = ""
+    if ratio is not None:
+        met = "met" if ratio <= E2E_GOAL else "not met"
+        verdict = f" (goal: at most {E2E_GOAL:g}; {met})"
+    return [
+        f"- {ours_name} / {peer} on `last_executed`: {_fmt(ratio)}{verdict}",
+        f"- {ours_name} / {peer} on `cpu` (scheduler and workers): "
+        f"{_fmt(pairwise_ratio(ours, theirs, 'cpu'))}",
+    ]
+
+
+def e2e_method(case: Case) -> list[str]:
+    """How the end-to-end figures are measured; in the subsection itself, which a run of
+    that scenario alone rewrites without the rest of the report."""
+    delay_ms = E2E_TARGET_DELAY_S * 1000
+    return [
+        f"Every firing executed, not only published: {case.due:,} jobs due at one instant "
+        f'(registered as in the spike), each POSTing `{{"firing": NAME}}` to a local HTTP '
+        f"target (`bench/compare/http_target.py`, 127.0.0.1, a thread per request) that "
+        f"answers after {delay_ms:.0f} ms and appends the firing to a ledger. Ours: HTTP-target "
+        "jobs run by our workers (`celery -A scheduler_project worker`, executor "
+        "`jobs.execute_run`: run claimed, call, outcome recorded, each a compare-and-set). "
+        "RedBeat: entries sending a plain Celery task (`bench.http_fire` in "
+        "`bench/compare/peer_app.py`) that makes the same call as ours (stdlib `http.client`, a "
+        "new connection, `TCP_NODELAY`, JSON body, 30 s timeout), Celery's defaults otherwise "
+        "(prefetch 4, early ack), as a RedBeat user runs it. Both: one scheduler process and "
+        f"the same {E2E_WORKERS} prefork workers x {E2E_CONCURRENCY} processes "
+        f"({E2E_WORKERS * E2E_CONCURRENCY} calls in flight at most: the {delay_ms:.0f} ms "
+        f"target alone would allow {E2E_WORKERS * E2E_CONCURRENCY / E2E_TARGET_DELAY_S:,.0f} "
+        "calls/s), forked before the scheduler is spawned and before the instant, so worker "
+        "start-up is not timed.",
+        "",
+        "Counted at the target, from its ledger (each line written when a request was served, "
+        "after the delay): *all executed* is the due instant to the first serving of the last "
+        "due firing, *executions/s* the due firings over "
+        "that time, p50/p99 the same lateness per firing; *dup* requests beyond the first for a "
+        "firing, *miss* due firings the target never saw within the deadline "
+        f"({case.deadline_s:.0f} s). *CPU* (user+system, psutil every 0.5 s, from the "
+        "scheduler's spawn to the end): the scheduler process, the workers with their pool "
+        "children, and the embedded PostgreSQL and Redis servers with theirs; *peak RSS* is "
+        "the scheduler's and workers' summed. The target's own CPU is in neither. Duplicates or "
+        "misses of ours fail the benchmark, RedBeat's are findings.",
+        "",
+    ]
+
+
+def e2e_lines(case: Case, runs_by_scheduler: dict[str, list[RunResult]]) -> list[str]:
+    return [
+        f"### e2e: {case.due:,} HTTP-target firings due at one instant, a "
+        f"{E2E_TARGET_DELAY_S * 1000:.0f} ms target, {E2E_WORKERS} workers x "
+        f"{E2E_CONCURRENCY} processes",
+        "",
+        *e2e_method(case),
+        *case_table(runs_by_scheduler, E2E_COLUMNS),
+        "",
+        *e2e_ratio_lines(runs_by_scheduler),
+        "",
+    ]
+
+
+def _keep(f: Figure) -> bool:
+    """Whether a figure is recorded: only the metrics its scenario defines."""
+    if f.scenario == "failover":
+        return f.metric in FAILOVER_RECORDS
+    if f.scenario == "e2e":
+        return f.metric in E2E_RECORDS
+    return f.metric not in FAILOVER_METRICS | E2E_METRICS
+
+
 def _records(results: list[RunResult]) -> list[dict[str, object]]:
     records = []
     for runs_by_scheduler in group(results).values():
         for runs in runs_by_scheduler.values():
             for f in summarise(runs):
-                failover = f.scenario == "failover"
-                if f.metric not in FAILOVER_RECORDS if failover else f.metric in FAILOVER_METRICS:
+                if not _keep(f):
                     continue
                 records.append({
                     "source": SOURCE, "scheduler": f.scheduler, "scenario": f.scenario,
@@ -165,13 +281,20 @@ def _records(results: list[RunResult]) -> list[dict[str, object]]:
     return records
 
 
-def write_json(path: Path, results: list[RunResult]) -> None:
-    """Replace our records in benchmarks.json, keeping those other benchmarks wrote."""
+def _ours(record: object, scenarios: set[str] | None) -> bool:
+    if not isinstance(record, dict) or record.get("source") != SOURCE:
+        return False
+    return scenarios is None or record.get("scenario") in scenarios
+
+
+def write_json(path: Path, results: list[RunResult], scenarios: set[str] | None = None) -> None:
+    """Replace our records in benchmarks.json (only those of ``scenarios`` when given),
+    keeping those other benchmarks wrote."""
     kept: list[object] = []
     if path.exists():
         existing = json.loads(path.read_text())
         old = existing.get("records", []) if isinstance(existing, dict) else existing
-        kept = [r for r in old if not (isinstance(r, dict) and r.get("source") == SOURCE)]
+        kept = [r for r in old if not _ours(r, scenarios)]
     path.write_text(json.dumps({"records": kept + _records(results)}, indent=1) + "\n")
 
 
@@ -192,6 +315,27 @@ def splice(path: Path, section: str) -> None:
     path.write_text(text)
 
 
+def splice_e2e(path: Path, lines: list[str]) -> bool:
+    """Put the end-to-end subsection in place of the previous one inside our section, or
+    before its plots; the rest of the section stays as the last full run wrote it. False
+    when there is no section of ours to put it in."""
+    text = path.read_text() if path.exists() else ""
+    start, end = text.find(f"{TITLE}\n{START}\n"), text.find(END)
+    if start < 0 or end < start:
+        return False
+    block = "\n".join([E2E_START, *lines, E2E_END])
+    section = text[start:end]
+    pattern = re.compile(rf"{re.escape(E2E_START)}\n.*?{re.escape(E2E_END)}", re.S)
+    if pattern.search(section):
+        section = pattern.sub(lambda _: block, section, count=1)
+    elif "\n### Plots\n" in section:
+        section = section.replace("\n### Plots\n", f"\n{block}\n\n### Plots\n", 1)
+    else:
+        section = section.rstrip("\n") + f"\n\n{block}\n"
+    path.write_text(text[:start] + section + text[end:])
+    return True
+
+
 def write_report(
     profile: Profile,
     chosen: list[Contender],
@@ -204,6 +348,12 @@ def write_report(
     from bench.compare.plots import draw_all
 
     docs.mkdir(parents=True, exist_ok=True)
+    if results and all(r.case.scenario == "e2e" for r in results):
+        # The end-to-end scenario alone: its subsection and records, nothing else.
+        lines = [line for case, runs in group(results).items() for line in e2e_lines(case, runs)]
+        if splice_e2e(docs / "benchmarks.md", lines):
+            write_json(docs / "benchmarks.json", results, {"e2e"})
+            return
     images = draw_all(results, docs / "img")
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
@@ -218,6 +368,9 @@ def write_report(
     ]  # fmt: skip
     lines += [f"> {note}" for note in notes] + ([""] if notes else [])
     for case, runs_by_scheduler in group(results).items():
+        if case.scenario == "e2e":
+            lines += [E2E_START, *e2e_lines(case, runs_by_scheduler), E2E_END, ""]
+            continue
         if case.scenario == "failover":
             lines += [f"### failover: kill -9 at {case.kill_after_s:.0f} s of "
                       f"{case.due // case.period_s:,} firings/s for {case.duration_s:.0f} s "

@@ -75,6 +75,9 @@ class RunResult:
     victim: Victim | None = None
     kill_at: float | None = None
     failover: FailoverStats | None = None
+    # End to end: CPU seconds of the scheduler processes, the workers (pool children
+    # included) and the embedded PostgreSQL and Redis servers, from spawn to the end.
+    cpu_split: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

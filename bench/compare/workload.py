@@ -30,11 +30,22 @@ FAILOVER_RENEW_S = min(3.0, FAILOVER_LEASE_S / 3)
 # a 3 s lock made every short-lease run end that way before the kill). 5 s (django-celery-beat's
 # default) under the default 10 s; under a shorter lock, our renewal period (a third of it).
 REDBEAT_MAX_LOOP_S = 5.0 if FAILOVER_LEASE_S >= 10 else FAILOVER_RENEW_S
+# End to end (bench.compare.e2e): one scheduler process each, ours against RedBeat driving a
+# plain Celery task, executed by the same workers: E2E_WORKERS prefork workers of
+# E2E_CONCURRENCY processes each, sized for 2 cores (16 calls in flight keep a 20 ms target
+# busy at up to 800 calls/s while leaving the cores to the schedulers, workers and databases).
+E2E_CONTENDERS = ("ours-1", "redbeat")
+E2E_WORKERS = 2
+E2E_CONCURRENCY = int(os.environ.get("BENCH_E2E_CONCURRENCY") or 8)
+# The target answers every call after this long.
+E2E_TARGET_DELAY_S = 0.020
 
 
 def skipped(scenario: str, scheduler: str) -> bool:
     if scenario == "failover":
         return scheduler not in FAILOVER_CONTENDERS
+    if scenario == "e2e":
+        return scheduler not in E2E_CONTENDERS
     return (scenario, scheduler) in SKIPPED
 
 
@@ -42,7 +53,7 @@ def skipped(scenario: str, scheduler: str) -> bool:
 class Case:
     """One measured run: ``registered`` jobs of which ``due`` fire at the same instant."""
 
-    scenario: str  # "spike", "registrations", "steady" or "failover"
+    scenario: str  # "spike", "registrations", "steady", "failover" or "e2e"
     registered: int
     due: int
     # Longest we wait for the last firing after the due instant; what is still unpublished
@@ -70,6 +81,8 @@ class Case:
             return f"failover {rate}/s for {self.duration_s:.0f}s, kill at {self.kill_after_s:.0f}s"
         if self.scenario == "steady":
             return f"steady {self.due // self.period_s}/s for {self.duration_s:.0f}s"
+        if self.scenario == "e2e":
+            return f"e2e n={self.due} http"
         return f"{self.scenario} n={self.due} registered={self.registered}"
 
 
@@ -104,6 +117,9 @@ QUICK = Profile(
             "failover", registered=2_000, due=2_000, deadline_s=0, startup_budget_s=4,
             period_s=10, duration_s=42, kill_after_s=6,
         ),
+        # End to end at CI size: the full case's path (target, workers, counting at the
+        # target) in about 25 s per scheduler.
+        Case("e2e", registered=1_000, due=1_000, deadline_s=60, startup_budget_s=8),
     ),
 )  # fmt: skip
 
@@ -135,6 +151,12 @@ FULL = Profile(
         Case(
             "failover", registered=10_000, due=10_000, deadline_s=0, startup_budget_s=10,
             period_s=10, duration_s=60, kill_after_s=20,
+        ),
+        # Every firing executed by workers against a 20 ms HTTP target, once per scheduler:
+        # minutes per run, so not repeated.
+        Case(
+            "e2e", registered=50_000, due=50_000, deadline_s=900, startup_budget_s=15,
+            max_repetitions=1,
         ),
     ),
 )  # fmt: skip
