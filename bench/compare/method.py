@@ -163,7 +163,7 @@ def how_to_run() -> list[str]:
         "and Redis under `.local/bench-compare` (or uses `DATABASE_URL`/`REDIS_URL`), and "
         "rewrites this section, `docs/benchmarks.json` and `docs/img/compare-*.png`.",
         "- `scripts/bench-compare --quick` (`make bench-compare-quick`): the CI-sized profile, "
-        "about 4 minutes, run by `.ci/run` after the tests and lint. It exits non-zero on any "
+        "about 5 minutes, run by `.ci/run` after the tests and lint. It exits non-zero on any "
         "error, on firings of jobs that were not due, and on duplicates or misses of ours, "
         "never on timing; a peer's misses or duplicates are printed as findings instead. It "
         "writes its report under `.local/bench-compare/report/`, so CI never rewrites the "
@@ -171,6 +171,6 @@ def how_to_run() -> list[str]:
         "- `--only ours-1 redbeat` runs a subset, `--scenarios spike failover` some scenarios; "
         "`--docs DIR` writes the report elsewhere. `--scenarios e2e` alone rewrites only the "
         "end-to-end subsection and its records (`flock /tmp/bench.lock scripts/bench-compare "
-        "--scenarios e2e`, about 15 minutes); `BENCH_E2E_CONCURRENCY` sets its processes per "
+        "--scenarios e2e`, about 20 minutes); `BENCH_E2E_CONCURRENCY` sets its processes per "
         "worker.",
     ]
