@@ -24,11 +24,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
-import redis
 
 from bench.compare.contender import Contender, spawn
 from bench.compare.e2e_count import count_at_target, parse_ledger
-from bench.compare.runner import PEER_EXIT, SETTLE_S, RunResult, Sample, stop_processes
+from bench.compare.runner import (
+    PEER_EXIT,
+    SETTLE_S,
+    RunResult,
+    Sample,
+    fresh_run,
+    stop_processes,
+)
 from bench.compare.services import SERVICES_DIR
 from bench.compare.timing import due_instant
 from bench.compare.workload import E2E_CONCURRENCY, E2E_TARGET_DELAY_S, E2E_WORKERS, Case
@@ -171,12 +177,7 @@ class TreeSampler(threading.Thread):
 def measure_e2e(
     contender: Contender, case: Case, repetition: int, out_dir: Path, env: dict[str, str]
 ) -> RunResult:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.iterdir():
-        stale.unlink()
-    client = redis.Redis.from_url(env["REDIS_URL"])
-    client.flushdb()
-    client.close()
+    fresh_run(out_dir, env).close()
     target, port = start_target(out_dir, env)
     workers: list[subprocess.Popen[bytes]] = []
     procs: list[subprocess.Popen[bytes]] = []

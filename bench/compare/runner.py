@@ -185,14 +185,21 @@ def _wait(
         time.sleep(0.25)
 
 
-def measure(
-    contender: Contender, case: Case, repetition: int, out_dir: Path, env: dict[str, str]
-) -> RunResult:
+def fresh_run(out_dir: Path, env: dict[str, str]) -> redis.Redis:
+    """An empty output directory and an empty Redis database for one measured run; the client
+    is the caller's to close."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.iterdir():
         stale.unlink()
     client = redis.Redis.from_url(env["REDIS_URL"])
     client.flushdb()
+    return client
+
+
+def measure(
+    contender: Contender, case: Case, repetition: int, out_dir: Path, env: dict[str, str]
+) -> RunResult:
+    client = fresh_run(out_dir, env)
     # Interval schedules fire at any second: aim just past registration and start-up.
     due = datetime.fromtimestamp(due_instant(time.time(), contender.name, case), UTC)
     contender.register(case, due, env)

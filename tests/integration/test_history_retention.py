@@ -18,7 +18,7 @@ from beat_engine.clock import SystemClock
 from jobs import result_writer
 from jobs.execution import ExecutionOutcome, run_execute
 from jobs.models import DeadLetter, DedupKey, Job, JobRun
-from jobs.run_partitions import ATTEMPT_TABLE, RUN_TABLE, partition_name
+from jobs.run_partitions import RUN_TABLE, partition_name
 from jobs.services.dedup import dedup_record
 from jobs.services.history_partitions import partitions_ensure
 from jobs.services.history_retention import PURGE_LOCK_KEY, history_purge
@@ -27,6 +27,7 @@ from jobs.states import RunState
 from tests.support import targets  # noqa: F401  (registers the test targets in this process)
 from tests.support.clock import FakeClock
 from tests.support.factories import T0, job_factory, run_factory
+from tests.support.partition_reads import drop_day_partitions, partitions_touched
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -249,15 +250,6 @@ def test_only_a_critical_jobs_success_records_its_key(critical: bool) -> None:
     assert DedupKey.objects.filter(key=run.dedup_key).exists() is critical
 
 
-def _scans() -> dict[str, int]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT relname, seq_scan + COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables"
-            " WHERE relname LIKE 'jobs_jobrun_%'"
-        )
-        return dict(cursor.fetchall())
-
-
 @pytest.fixture
 def far_days() -> Iterator[list[date]]:
     """Days with partitions of their own for one test, dropped after it (DDL outlives the
@@ -265,11 +257,7 @@ def far_days() -> Iterator[list[date]]:
     days = [date(2033, 5, 10) + timedelta(days=n) for n in range(-3, 4)]
     partitions_ensure(days)
     yield days
-    with connection.cursor() as cursor:
-        for day in days:
-            for table in (ATTEMPT_TABLE, RUN_TABLE):
-                cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {partition_name(table, day)}")
-                cursor.execute(f"DROP TABLE {partition_name(table, day)}")
+    drop_day_partitions(days)
 
 
 def test_the_purge_reads_only_the_partitions_its_keys_and_letters_name(
@@ -294,9 +282,9 @@ def test_the_purge_reads_only_the_partitions_its_keys_and_letters_name(
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_nestloop = off")
-        before = _scans()
-        report = _purge()
-        touched = {name for name, n in _scans().items() if n > before.get(name, 0)}
+        reports: list[Any] = []
+        touched = partitions_touched(lambda: reports.append(_purge()))
+        (report,) = reports
 
     assert (report.deleted["jobs_dedupkey"], report.deleted["jobs_deadletter"]) == (1, 1)
     assert touched == {partition_name(RUN_TABLE, day)}

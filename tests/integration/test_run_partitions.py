@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from uuid import UUID
 
@@ -31,6 +31,7 @@ from jobs.services.runs import run_heartbeat, run_succeed
 from jobs.states import RunState
 from tests.support.clock import FakeClock
 from tests.support.factories import job_factory, run_factory
+from tests.support.partition_reads import drop_day_partitions, partitions_touched
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -46,37 +47,13 @@ def _where(run_id: UUID, table: str = RUN_TABLE) -> str:
         return str(cursor.fetchone()[0])
 
 
-def _scanned() -> dict[str, int]:
-    """Scans of each history partition so far in this transaction (pg_stat_xact_*)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT relname, seq_scan + COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables
-             WHERE relname LIKE 'jobs_jobrun_%' OR relname LIKE 'jobs_runattempt_%'
-            """
-        )
-        return dict(cursor.fetchall())
-
-
 @pytest.fixture
 def drop_days() -> Iterator[list[date]]:
     """Days whose partitions a committing test created, dropped again after it (DDL outlives
     a test that commits)."""
     days: list[date] = []
     yield days
-    with connection.cursor() as cursor:
-        for day in days:
-            for table in (ATTEMPT_TABLE, RUN_TABLE):
-                # Detached first: the runs' partition is referenced by foreign keys.
-                cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {partition_name(table, day)}")
-                cursor.execute(f"DROP TABLE {partition_name(table, day)}")
-
-
-def _partitions_touched(action: Callable[[], object]) -> set[str]:
-    before = _scanned()
-    action()
-    after = _scanned()
-    return {name for name, scans in after.items() if scans > before.get(name, 0)}
+    drop_day_partitions(days)
 
 
 @pytest.mark.django_db
@@ -163,19 +140,19 @@ def test_a_lookup_by_id_touches_one_partition() -> None:
         cursor.execute(f"ANALYZE {RUN_TABLE}; ANALYZE {ATTEMPT_TABLE}")
     only_its_day = {partition_name(RUN_TABLE, DAY)}
 
-    assert _partitions_touched(lambda: JobRun.objects.get(id=run.id)) == only_its_day
+    assert partitions_touched(lambda: JobRun.objects.get(id=run.id)) == only_its_day
     # The worker's statements, by id: start (the run and its attempt), heartbeat, outcome.
-    started = _partitions_touched(
+    started = partitions_touched(
         lambda: starts.run_start(run_id=run.id, attempt=1, worker="w", now=NOON)
     )
     assert started <= only_its_day | {partition_name(ATTEMPT_TABLE, DAY)}
     assert partition_name(RUN_TABLE, DAY) in started
     assert (
-        _partitions_touched(lambda: run_heartbeat(run_id=run.id, attempt=1, now=NOON))
+        partitions_touched(lambda: run_heartbeat(run_id=run.id, attempt=1, now=NOON))
         == only_its_day
     )
     # A run without a running limit frees no slot (jobs/execution.py: run.limited).
-    finished = _partitions_touched(
+    finished = partitions_touched(
         lambda: run_succeed(run_id=run.id, attempt=1, now=NOON, release_slot=False)
     )
     assert finished <= only_its_day | {partition_name(ATTEMPT_TABLE, DAY)}

@@ -16,6 +16,7 @@ from jobs.services.history_partitions import partitions_ensure
 from tests.support.api import ApiClient, job_body
 from tests.support.clock import FakeClock
 from tests.support.factories import T0, run_factory
+from tests.support.partition_reads import partitions_touched
 
 pytestmark = pytest.mark.django_db
 
@@ -92,15 +93,6 @@ def test_a_range_comes_whole_whatever_windows_it_crosses(alice: ApiClient, job: 
     )
 
 
-def _scanned() -> dict[str, int]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT relname, seq_scan + COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables"
-            " WHERE relname LIKE 'jobs_jobrun_%%'"
-        )
-        return dict(cursor.fetchall())
-
-
 def test_a_first_page_reads_only_the_partitions_of_its_first_window(
     alice: ApiClient, clock: FakeClock
 ) -> None:
@@ -115,9 +107,11 @@ def test_a_first_page_reads_only_the_partitions_of_its_first_window(
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {RUN_TABLE}")
 
-    before = _scanned()
-    page = alice.get(f"/v1/jobs/{job.id}/runs", limit="3").json()
-    touched = {name for name, n in _scanned().items() if n > before.get(name, 0)}
+    pages: list[Any] = []
+    touched = partitions_touched(
+        lambda: pages.append(alice.get(f"/v1/jobs/{job.id}/runs", limit="3").json())
+    )
+    (page,) = pages
 
     assert len(page["results"]) == 3
     assert partition_name(RUN_TABLE, day) in touched
