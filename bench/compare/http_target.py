@@ -12,14 +12,14 @@ read after the run, is what the figures come from (bench.compare.e2e_count).
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
+from bench import ledger_http
 from bench.compare.e2e_count import ledger_line
 
 # Ledger lines are buffered and written at most this often, so a request costs a list append,
@@ -74,7 +74,7 @@ def firing_of(body: bytes) -> str:
     return str(value.get("firing", "")) if isinstance(value, dict) else ""
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(ledger_http.JsonAnswers):
     server: LedgerServer
     protocol_version = "HTTP/1.1"
 
@@ -84,7 +84,7 @@ class Handler(BaseHTTPRequestHandler):
         # The effect is the ledger line: recorded before the answer, as a real target would
         # commit its work before replying.
         self.server.record(firing_of(body))
-        self._answer(b"{}")
+        self.answer(200, b"{}")
 
     def do_GET(self) -> None:
         if self.path != "/count":
@@ -92,21 +92,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         with self.server.lock:
             counts = {"requests": self.server.requests, "firings": len(self.server.firings)}
-        self._answer(json.dumps(counts).encode())
-
-    def _answer(self, body: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        try:
-            self.wfile.write(body)
-        except OSError:
-            return
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+        self.answer(200, json.dumps(counts).encode())
 
 
 def main(argv: list[str]) -> int:
@@ -115,19 +101,7 @@ def main(argv: list[str]) -> int:
 
 
 def serve(server: LedgerServer) -> int:
-    def stop(signum: int, frame: object) -> None:
-        # shutdown() waits for serve_forever, which runs on this very thread: from another one.
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    print(server.server_address[1], flush=True)
-    try:
-        server.serve_forever(poll_interval=0.2)
-    finally:
-        server.server_close()
-        server.flush()
-    return 0
+    return ledger_http.serve(server, close=server.flush)
 
 
 if __name__ == "__main__":

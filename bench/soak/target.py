@@ -7,14 +7,14 @@ requests a second do not compete with the harness for one interpreter. It listen
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
+from bench import ledger_http
 from bench.soak.ledger import ledger_line
 from bench.soak.workload import SLOW_S
 
@@ -45,7 +45,7 @@ def status_for(path: str, attempt: int) -> int:
     return 200 if path in ("/ok", "/slow") else 404
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(ledger_http.JsonAnswers):
     server: LedgerServer
     protocol_version = "HTTP/1.1"
 
@@ -58,19 +58,7 @@ class Handler(BaseHTTPRequestHandler):
         # The effect is the ledger line: written before the answer, as a real target would
         # commit its work before replying.
         self.server.record(headers, status)
-        body = b"{}"
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        try:
-            self.wfile.write(body)
-        except OSError:
-            return
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+        self.answer(status, b"{}")
 
 
 def main(argv: list[str]) -> int:
@@ -79,20 +67,11 @@ def main(argv: list[str]) -> int:
 
 
 def serve(server: LedgerServer) -> int:
-    def stop(signum: int, frame: object) -> None:
-        # shutdown() waits for serve_forever, which runs on this very thread: from another one.
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    print(server.server_address[1], flush=True)
-    try:
-        server.serve_forever(poll_interval=0.2)
-    finally:
-        server.server_close()
+    def close() -> None:
         with server.lock:
             server.ledger.close()
-    return 0
+
+    return ledger_http.serve(server, close=close)
 
 
 if __name__ == "__main__":
