@@ -1,7 +1,8 @@
 """Run history at scale: the readers and the history purge on a large runs table.
 
     .venv/bin/python bench/bench_history.py [--runs 2000000] [--jobs 1000] [--write-docs]
-                                            [--claims [--spike 50000] [--steady-rate 1000]]
+                                            [--claims [--claims-repeat 5] [--spike 50000]
+                                             [--steady-rate 1000]]
 
 Starts its own embedded PostgreSQL and Redis in .local/bench_history (never DATABASE_URL's
 database), generates ``--runs`` finished runs with COPY (one job holds ``--big-share`` of them,
@@ -17,9 +18,15 @@ Then it measures, through Django's test client (in process, no HTTP server):
 * the purge's throughput (rows/s) per table, batch after batch until nothing is left;
 
 and prints the EXPLAIN (ANALYZE, BUFFERS) plans of the readers. With ``--claims`` it also runs
-the beat engine's midnight spike and steady rate (bench/bench_engine.py) twice in the same
-process, side by side: before the history is generated (an empty history) and after it, with
-the history's jobs paused so that only the measured jobs fire. With ``--write-docs`` it
+the beat engine's midnight spike and steady rate (bench/bench_engine.py) in the same process on
+an empty history and beside the generated one, interleaved: right after the migrations a second
+database is copied from the migrated one (``CREATE DATABASE <name>_empty TEMPLATE <name>``),
+which keeps an empty history; after the history is generated and the readers measured,
+``--claims-repeat`` rounds each run the spike and the steady rate once on each database, the
+side going first alternating (E F, F E, ...), switched by pointing Django's shared connection
+settings at the other database (the history's jobs paused on it so that only the measured jobs
+fire). It prints each round's ratio (with the history / empty) of the spike's "all published
+within" and the p99 lateness, and their medians. With ``--write-docs`` it
 rewrites the "Run history" section of docs/benchmarks.md and its records in
 docs/benchmarks.json. The services directory is deleted at the end (the data is dropped)
 unless ``--keep``. Asserts nothing.
@@ -98,7 +105,7 @@ def _jobs(count: int, now: datetime, label: str) -> tuple[Any, list[tuple[uuid.U
                       cron="* * * * *"),
         now=now,
     )  # fmt: skip
-    columns = [f.column for f in Job._meta.concrete_fields]
+    columns = [str(f.column) for f in Job._meta.concrete_fields]
     copied = ", ".join(
         {
             "id": "gen_random_uuid()",
@@ -264,29 +271,137 @@ def _reset_keeping_history() -> int:
     return int(tenant.id)
 
 
-def claims(args: argparse.Namespace, label: str) -> dict[str, list[str]]:
-    """The engine's spike and steady figures (bench/bench_engine.py) on this database as it
-    is, ``--claims-repeat`` times: each figure's values in the order measured."""
+def _use_database(name: str) -> None:
+    """Point every connection of this process at the database ``name``: the DatabaseWrappers
+    of all threads share one settings dict (``settings.DATABASES["default"]``), and each opens
+    its connection from it, so the engine's threads follow once the open ones are closed."""
+    from django.conf import settings
+    from django.db import connection, connections
+
+    shared = settings.DATABASES["default"]
+    assert connection.settings_dict is shared, "the connection's settings are a copy"
+    connections.close_all()
+    shared["NAME"] = name
+
+
+def _shared_across_threads() -> bool:
+    """Whether another thread's connection reads the same settings dict as this one's."""
+    import threading
+
+    from django.db import connection, connections
+
+    seen: list[Any] = []
+    thread = threading.Thread(target=lambda: seen.append(connections["default"].settings_dict))
+    thread.start()
+    thread.join()
+    return bool(seen) and seen[0] is connection.settings_dict
+
+
+def empty_copy() -> str:
+    """A second database cloned from the migrated one (``CREATE DATABASE ... TEMPLATE``),
+    before any history is generated: the claims' empty side. Its name."""
+    from django.db import connection, connections
+
+    assert _shared_across_threads(), "threads' connections do not share the settings dict"
+    source = str(connection.settings_dict["NAME"])
+    target = f"{source}_empty"
+    # The template must have no session: this process's is closed, the copy is made from
+    # the maintenance database.
+    connections.close_all()
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f'CREATE DATABASE "{target}" TEMPLATE "{source}"')
+    return target
+
+
+def _history_runs() -> int:
+    """Runs of the database in use outside the engine bench's own tenant: its history."""
+    return int(
+        _sql(
+            "SELECT count(*) FROM jobs_jobrun WHERE tenant_id NOT IN"
+            " (SELECT id FROM jobs_tenant WHERE name = 'bench')"
+        )[0][0]
+    )
+
+
+def _claims_once(args: argparse.Namespace, label: str) -> dict[str, str]:
+    """The engine's spike and steady figures (bench/bench_engine.py) once, on the database in
+    use; its bench tenant's jobs and runs are dropped again after them."""
     from bench import bench_engine
 
-    bench_engine._reset = _reset_keeping_history  # type: ignore[assignment]
-    # The history's own jobs (generated active, one firing a minute) would fire meanwhile.
-    _sql("UPDATE jobs_job SET status = 'paused' WHERE status = 'active'")
-    found: dict[str, list[str]] = {}
-    for _ in range(args.claims_repeat):
-        figures = bench_engine.bench_spike(args.spike)
-        figures.update(bench_engine.bench_steady(args.steady_rate, args.steady_s))
-        _reset_keeping_history()
-        _sql("VACUUM (ANALYZE) jobs_jobrun, jobs_job")
-        for name, value in figures.items():
-            print(f"claims, {label}: {name}: {value}", flush=True)
-            found.setdefault(name, []).append(value)
-    return found
+    figures = bench_engine.bench_spike(args.spike)
+    figures.update(bench_engine.bench_steady(args.steady_rate, args.steady_s))
+    _reset_keeping_history()
+    _sql("VACUUM (ANALYZE) jobs_jobrun, jobs_job")
+    for name, value in figures.items():
+        print(f"claims, {label}: {name}: {value}", flush=True)
+    return figures
+
+
+def claims(
+    args: argparse.Namespace, empty_db: str, full_db: str
+) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
+    """The claims on both databases, interleaved: ``--claims-repeat`` rounds, each once on the
+    empty history (E) and once on the full one (F), the side going first alternating (E F,
+    F E, ...). Each side's figures' values in the order measured, and each round's order. The
+    big history's database is in use again at the end."""
+    from bench import bench_engine
+
+    bench_engine._reset = _reset_keeping_history
+    sides = {"E": (empty_db, "empty history"), "F": (full_db, f"{args.runs:,} runs of history")}
+    found: dict[str, dict[str, list[str]]] = {"E": {}, "F": {}}
+    orders: list[str] = []
+    try:
+        for db, _ in sides.values():
+            _use_database(db)
+            # The history's own jobs (generated active, one firing a minute) would fire.
+            _sql("UPDATE jobs_job SET status = 'paused' WHERE status = 'active'")
+            _reset_keeping_history()
+        for round_ in range(args.claims_repeat):
+            order = "EF" if round_ % 2 == 0 else "FE"
+            orders.append(" ".join(order))
+            for side in order:
+                db, label = sides[side]
+                _use_database(db)
+                print(
+                    f"claims round {round_ + 1}/{args.claims_repeat}, {side} ({label}), "
+                    f"database {db}: {_history_runs():,} runs of history",
+                    flush=True,
+                )
+                for name, value in _claims_once(args, f"{side}, {label}").items():
+                    found[side].setdefault(name, []).append(value)
+    finally:
+        _use_database(full_db)
+    return found["E"], found["F"], orders
+
+
+def _value(figure: str, index: int = -1) -> float:
+    """A figure such as "4.46" or "0.019 / 0.213 / 0.402" (its ``index``th) as a number."""
+    return float(figure.split("/")[index].replace(",", ""))
 
 
 def _median_of(values: list[str], index: int = -1) -> float:
     """The median of figures such as "4.46" or "0.019 / 0.213 / 0.402" (their ``index``th)."""
-    return statistics.median(float(v.split("/")[index].replace(",", "")) for v in values)
+    return statistics.median(_value(v, index) for v in values)
+
+
+# The claims' figures compared side by side: (name, index in the figure) -> label.
+COMPARED = {
+    ("spike: all published within (s after due)", -1): "spike, all published within",
+    ("spike lateness p50 / p99 / max (s)", 1): "spike, p99 lateness",
+    ("steady lateness p50 / p99 / max (s)", 1): "steady, p99 lateness",
+}
+
+
+def round_ratios(empty: dict[str, list[str]], full: dict[str, list[str]]) -> dict[str, list[float]]:
+    """Per compared figure, each round's full / empty ratio (both sides of one round)."""
+    ratios: dict[str, list[float]] = {}
+    for (name, index), label in COMPARED.items():
+        if name in empty and name in full:
+            ratios[label] = [
+                _value(f, index) / _value(e, index) if _value(e, index) else float("nan")
+                for e, f in zip(empty[name], full[name], strict=True)
+            ]
+    return ratios
 
 
 def _quantiles(samples: list[float]) -> tuple[float, float]:
@@ -512,14 +627,18 @@ def _section(
     ]
     if figures.get("claims"):
         empty, full = figures["claims"]
+        orders = figures["claims_order"]
         lines += [
             "",
             f"The beat engine's claims beside the history (`--claims`: bench/bench_engine.py's "
             f"spike of {args.spike:,} firings due at once and steady {args.steady_rate:,} "
             f"firings/s for {args.steady_s} s, one node, in this process, no worker, the fixed "
-            f"broker bound), {args.claims_repeat} times on the empty history, then "
-            f"{args.claims_repeat} times with the {args.runs:,} runs (the history's jobs "
-            "paused); each cell lists the runs in order:",
+            "broker bound), interleaved in one run: two databases of the same PostgreSQL, one "
+            "copied from the migrated database before any history was generated (the empty "
+            f"history, E), the other holding the {args.runs:,} runs (F, the history's jobs "
+            f"paused); {len(orders)} rounds, each the spike and the steady rate once on each "
+            f"side, the side going first alternating ({' · '.join(orders)}). Each cell lists "
+            "the rounds in order:",
             "",
             "| figure | empty history | with the history |",
             "| --- | --- | --- |",
@@ -528,19 +647,16 @@ def _section(
             f"| {name} | {' · '.join(values)} | {' · '.join(full.get(name, []))} |"
             for name, values in empty.items()
         ]
-        compared = {
-            ("spike: all published within (s after due)", -1): "spike, all published within",
-            ("spike lateness p50 / p99 / max (s)", 1): "spike, p99 lateness",
-            ("steady lateness p50 / p99 / max (s)", 1): "steady, p99 lateness",
-        }
         lines.append("")
-        for (name, index), label in compared.items():
-            if name in empty and name in full:
-                before, after = _median_of(empty[name], index), _median_of(full[name], index)
-                lines.append(
-                    f"- {label}: median {before:.3f} s on the empty history, {after:.3f} s "
-                    f"with the history ({after / before:.2f}x)."
-                )
+        for label, ratios in round_ratios(empty, full).items():
+            name, index = next(key for key, shown in COMPARED.items() if shown == label)
+            before, after = _median_of(empty[name], index), _median_of(full[name], index)
+            lines.append(
+                f"- {label}: the median of per-round ratios (with the history / empty) "
+                f"{statistics.median(ratios):.2f}x over {len(ratios)} rounds (each round "
+                f"{' · '.join(f'{r:.2f}' for r in ratios)}); medians {before:.3f} s empty, "
+                f"{after:.3f} s with the history."
+            )
     lines += [
         "",
         "The history purge (`jobs/services/history_retention.py`, batches of 5,000 rows, each "
@@ -586,10 +702,14 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--insert-rows", type=int, default=50_000, help="at most 86,400")
     parser.add_argument("--insert-rounds", type=int, default=3)
     parser.add_argument(
-        "--claims", action="store_true", help="engine spike/steady, empty history vs loaded"
+        "--claims",
+        action="store_true",
+        help="engine spike/steady, empty history vs loaded, interleaved",
     )
     parser.add_argument("--partition-days", type=int, default=31)
-    parser.add_argument("--claims-repeat", type=int, default=3)
+    parser.add_argument(
+        "--claims-repeat", type=int, default=5, help="interleaved rounds (E F, F E, ...)"
+    )
     parser.add_argument("--spike", type=int, default=50_000)
     parser.add_argument("--steady-rate", type=int, default=1_000)
     parser.add_argument("--steady-s", type=int, default=30)
@@ -603,11 +723,16 @@ def main() -> int:
     shutil.rmtree(SERVICES, ignore_errors=True)
     embedded = _setup()
     try:
+        from django.conf import settings
+
         from beat_engine.clock import SystemClock
 
         now = SystemClock().now()
         load_at_start = os.getloadavg()[0]
-        empty_claims = claims(args, "empty history") if args.claims else {}
+        full_db = str(settings.DATABASES["default"]["NAME"])
+        empty_db = empty_copy() if args.claims else ""
+        if args.claims:
+            print(f"claims: empty history in database {empty_db}, copied from {full_db}")
         # The readers side by side: first on a small history, the same shape, then on the big.
         # Runs only: the purge's keys, letters and results are the big history's.
         small_args = argparse.Namespace(
@@ -627,7 +752,15 @@ def main() -> int:
         figures = readers(args, data)
         figures["baseline"] = baseline
         if args.claims:
-            figures["claims"] = (empty_claims, claims(args, f"{args.runs:,} runs of history"))
+            empty_claims, full_claims, orders = claims(args, empty_db, full_db)
+            figures["claims"] = (empty_claims, full_claims)
+            figures["claims_order"] = orders
+            print(f"claims: rounds in order {' · '.join(orders)}; back on database "
+                  f"{settings.DATABASES['default']['NAME']}")  # fmt: skip
+            for label, ratios in round_ratios(empty_claims, full_claims).items():
+                print(f"claims ratio with the history / empty, {label}: per round "
+                      f"{' · '.join(f'{r:.2f}' for r in ratios)}; median "
+                      f"{statistics.median(ratios):.2f}x")  # fmt: skip
         for name in ("job_get", "runs_first", "runs_deep"):
             print(f"{name}: p50 {figures[name][0]:.1f} ms, p95 {figures[name][1]:.1f} ms; "
                   f"on {args.baseline_runs:,} runs p50 {baseline[name][0]:.1f} ms, "
