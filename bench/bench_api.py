@@ -141,10 +141,11 @@ def bench_history(
 
 def explain(tenant: Any, job_id: str) -> str:
     from jobs import selectors
+    from jobs.api.serializers_runs import RUN_OUT_COLUMNS
 
-    runs = selectors.run_list(tenant=tenant, job_id=uuid.UUID(job_id)).order_by("-scheduled_for")[
-        :21
-    ]
+    runs = selectors.run_list(
+        tenant=tenant, job_id=uuid.UUID(job_id), columns=RUN_OUT_COLUMNS
+    ).order_by("-scheduled_for")[:21]
     return str(runs.explain(analyze=True))
 
 

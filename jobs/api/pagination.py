@@ -143,7 +143,7 @@ def paginate(
         rows.reverse()
 
     def link(row: M, to_back: bool) -> str:
-        position = [getattr(row, k.name) for k in keys]
+        position = [row[k.name] if isinstance(row, dict) else getattr(row, k.name) for k in keys]
         url = request.build_absolute_uri()
         return replace_query_param(url, "cursor", _encode(position, to_back))
 

@@ -15,6 +15,7 @@ from jobs.api.base import ApiView, errors
 from jobs.api.fields import utc_iso
 from jobs.api.pagination import KeyField, paginate
 from jobs.api.serializers_runs import (
+    RUN_OUT_COLUMNS,
     DeadLetterListQuery,
     DeadLetterOut,
     DeadLetterPage,
@@ -25,6 +26,7 @@ from jobs.api.serializers_runs import (
     RunListQuery,
     RunOut,
     RunPage,
+    run_rows_out,
 )
 from jobs.errors import HistoryArchived, InvalidInput, InvalidTransition
 from jobs.models import JobRun
@@ -59,9 +61,13 @@ class JobRunsView(ApiView):
             state=query.validated_data.get("state"),
             since=since,
             until=until,
+            columns=RUN_OUT_COLUMNS,
         )
         windows = selectors.run_windows(since=since, until=until, now=self.now)
         page = paginate(runs, request, RUN_KEYS, windows)
+        if not page.items:
+            # No runs: a 404 if the job is not the tenant's, before any word on archived days.
+            selectors.job_get(tenant=self.tenant, job_id=job_id)
         # The hot window ends on the page without a next one: say which days of the range are
         # archived, so an empty or short page never reads as "never ran" (docs/api.md).
         archived = None
@@ -71,7 +77,7 @@ class JobRunsView(ApiView):
                 if not page.items and selectors.range_archived(span, since=since, until=until):
                     raise HistoryArchived("every day of the range is archived", span=span.to_json())
                 archived = span.to_json()
-        results = RunOut(page.items, many=True).data
+        results = run_rows_out(page.items)
         return Response(
             {"results": results, "next": page.next, "previous": page.previous, "archived": archived}
         )
