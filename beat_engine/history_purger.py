@@ -35,7 +35,7 @@ class HistoryPurger(DutyThread):
         self._clock = clock
         self._node_id = node_id
         self._ahead_days = (
-            int(settings.SCHEDULER.get("PARTITIONS_AHEAD_DAYS", 7))
+            int(settings.SCHEDULER.get("PARTITIONS_AHEAD_DAYS", 2))
             if ahead_days is None
             else ahead_days
         )

@@ -275,8 +275,9 @@ SCHEDULER: dict[str, Any] = {
     "RESULT_RETENTION_DAYS": env_int("SCHEDULER_RESULT_RETENTION_DAYS", 30, minimum=1),
     "HISTORY_PURGE_S": env_float("SCHEDULER_HISTORY_PURGE_S", 300.0, minimum=0.1),
     # Run history partitions (docs/history.md, "Partitions"): the history duty keeps today's
-    # and this many further days' partitions created.
-    "PARTITIONS_AHEAD_DAYS": env_int("SCHEDULER_PARTITIONS_AHEAD_DAYS", 7, minimum=1),
+    # and this many further days' partitions created. Each one costs every reader of recent
+    # runs planning time, so only as many as a duty outage needs.
+    "PARTITIONS_AHEAD_DAYS": env_int("SCHEDULER_PARTITIONS_AHEAD_DAYS", 2, minimum=1),
     # Runs and attempts of the last HISTORY_HOT_DAYS UTC days stay in PostgreSQL; each older
     # day is archived to files under ARCHIVE_DIR and dropped (docs/history.md, "Archive").
     "HISTORY_HOT_DAYS": env_int("SCHEDULER_HISTORY_HOT_DAYS", 30, minimum=1),
