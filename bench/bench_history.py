@@ -314,11 +314,14 @@ def empty_copy() -> str:
 
 
 def _history_runs() -> int:
-    """Runs of the database in use outside the engine bench's own tenant: its history."""
+    """Runs of the database in use, as the planner's statistics count them: the engine bench's
+    own runs are gone and vacuumed by then, so this is the history. An exact count(*) would scan
+    20,000,000 rows into the cache before one side only."""
     return int(
         _sql(
-            "SELECT count(*) FROM jobs_jobrun WHERE tenant_id NOT IN"
-            " (SELECT id FROM jobs_tenant WHERE name = 'bench')"
+            "SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint"
+            "  FROM pg_partition_tree('jobs_jobrun') AS t JOIN pg_class AS c ON c.oid = t.relid"
+            " WHERE t.isleaf"
         )[0][0]
     )
 
