@@ -26,7 +26,6 @@ from beat_engine.history_purger import HistoryPurger
 from beat_engine.horizon import load_horizon, load_jobs
 from beat_engine.lease_keeper import LeaseKeeper
 from beat_engine.leases import Lease, LeaseStore
-from beat_engine.live_floor import LiveFloor
 from beat_engine.notices import DeadLetterNotices
 from beat_engine.notifications import ChangeFeed, Changes
 from beat_engine.outbox import Outbox
@@ -37,7 +36,7 @@ from beat_engine.publisher import Publisher, QueuedRun, Rendered
 from beat_engine.quotas import TenantAllowances
 from beat_engine.staging import StagedHorizon
 from beat_engine.sweep import sweep_lost_publishes
-from beat_engine.timers import fire_timers, oldest_live_firing
+from beat_engine.timers import fire_timers
 from beat_engine.webhook_sender import WebhookSender
 from jobs import metrics as jobs_metrics
 from jobs.db_failover import backoff_s, connection_lost
@@ -130,9 +129,6 @@ class BeatEngine:
         # The earliest pending/retry_wait run the last timer pass found not yet due.
         self._timer_next_due: datetime | None = None
         self._next_sweep_mono = now_mono
-        # How far back the timer pass and the sweep look for live runs, so that they plan the
-        # recent day partitions only (beat_engine/live_floor.py).
-        self._live_floor = LiveFloor()
         self._next_deferrals_mono = now_mono + _DEFERRALS_FLUSH_S
         self._next_purge_mono = now_mono + _REASONS_PURGE_S
         # Notification webhooks: delivered on a thread of their own (beat_engine/webhook_sender.py).
@@ -229,9 +225,6 @@ class BeatEngine:
         # as one catch-up of thousands of firings pushed only once all of it is written. A
         # node taking its first partitions (starting) claims in the heap's fair order.
         self._overdue_first = len(self.leases) > len(gained)
-        # The floor never saw the gained partitions' live runs: read again at the next timer
-        # pass, unbounded passes over them until then.
-        self._live_floor.expire()
         self._sweep(now, only=gained, unpublished_after=timedelta(0))
         self._load_taken(now, gained)
         if self.ownership.waiting_for:
@@ -857,12 +850,7 @@ class BeatEngine:
         epochs = self.ownership.usable_epochs(self.clock.monotonic())
         if not epochs:
             return 0
-        mono = self.clock.monotonic()
-        if self._live_floor.due(mono):
-            parts = sorted(epochs)
-            self._live_floor.read(parts, oldest_live_firing(parts), now=now, mono=mono)
-        since = self._live_floor.since(epochs, mono)
-        result = fire_timers(epochs, now=now, limit=limit, since=since)
+        result = fire_timers(epochs, now=now, limit=limit)
         self._timer_next_due = result.next_due
         self._notices.offer(result.dead_runs, now=now)
         self._fenced(result.fenced_out)
@@ -920,7 +908,6 @@ class BeatEngine:
                 unpublished_after=unpublished_after,
                 republish_after=timedelta(seconds=self.config.republish_after_s),
                 limit=self.config.claim_batch,
-                since=self._live_floor.since(partitions, self.clock.monotonic()),
             )
             swept = len(found)
             # Held back here (sent again earlier, and at the bound), or to be sent again after a
