@@ -83,7 +83,7 @@ class RunOut(serializers.Serializer[Any]):
 # The columns RunOut reads, and RunOut's output written by hand for the runs page. DRF walks
 # every field of every row through several calls; on a page of 20 runs that cost about as much
 # as reading the page, and the page is the API's busiest reader (docs/history.md, "Readers").
-# tests/unit/test_run_rows_out.py holds run_rows_out equal to RunOut(rows, many=True).data.
+# tests/unit/jobs/test_run_rows_out.py holds run_rows_out equal to RunOut(rows, many=True).data.
 RUN_OUT_COLUMNS = (
     "id", "job_id", "scheduled_for", "upstream_run_ids", "trigger", "state", "attempt",
     "due_at", "queued_at", "started_at", "finished_at", "lateness", "start_lag",
