@@ -44,6 +44,9 @@ SELECT a.pid, a.backend_xid::text FROM pg_stat_activity a
 """
 
 
+CATCH_WITHIN_S = 60.0
+
+
 def _idle_writers() -> set[tuple[int, str]]:
     with connection.cursor() as cursor:
         cursor.execute(_IDLE_WRITERS)
@@ -53,7 +56,11 @@ def _idle_writers() -> set[tuple[int, str]]:
 def _freeze_inside_a_transaction(node: BeatNode) -> None:
     """SIGSTOP the node at a moment one of its transactions is open, and leave it stopped."""
     assert node.process is not None
-    for _ in range(2000):
+    # A deadline, not a count of tries: on a loaded machine the node may take seconds to start
+    # claiming, and 2,000 tries of a few ms each once ran out before it did.
+    clock = SystemClock()
+    deadline = clock.monotonic() + CATCH_WITHIN_S
+    while clock.monotonic() < deadline:
         if _idle_writers():
             os.kill(node.process.pid, signal.SIGSTOP)
             # Still open after the stop, so the frozen process holds it (and its row locks).
