@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -39,7 +40,9 @@ def test_job_form_previews_the_typed_schedule_and_creates_the_job(
     browser.find_element(By.ID, "id_username").send_keys("operator")
     browser.find_element(By.ID, "id_password").send_keys(PASSWORD)
     browser.find_element(By.CSS_SELECTOR, "form [type=submit]").click()
-    wait = WebDriverWait(browser, 15)
+    # The polls read text of elements the page replaces (the preview as it re-renders, the
+    # body as the save navigates): an element gone between find and read is polled again.
+    wait = WebDriverWait(browser, 15, ignored_exceptions=[StaleElementReferenceException])
     wait.until(expected_conditions.presence_of_element_located((By.ID, "schedule-live-preview")))
 
     _type(browser, "cron_expression", "30 6 * * 1-5")
