@@ -26,6 +26,8 @@ from beat_engine.history_purger import HistoryPurger
 from beat_engine.horizon import load_horizon, load_jobs
 from beat_engine.lease_keeper import LeaseKeeper
 from beat_engine.leases import Lease, LeaseStore
+from beat_engine.live_floor import LiveFloor
+from beat_engine.live_floor_reader import LiveFloorReader
 from beat_engine.notices import DeadLetterNotices
 from beat_engine.notifications import ChangeFeed, Changes
 from beat_engine.outbox import Outbox
@@ -129,6 +131,10 @@ class BeatEngine:
         # The earliest pending/retry_wait run the last timer pass found not yet due.
         self._timer_next_due: datetime | None = None
         self._next_sweep_mono = now_mono
+        # How far back the timer pass and the sweep look for live runs, so that they plan the
+        # recent day partitions only (beat_engine/live_floor.py); read on a thread of its own.
+        self._live_floor = LiveFloor()
+        self._floor_reader = LiveFloorReader(self._live_floor, clock=clock, node_id=config.node_id)
         self._next_deferrals_mono = now_mono + _DEFERRALS_FLUSH_S
         self._next_purge_mono = now_mono + _REASONS_PURGE_S
         # Notification webhooks: delivered on a thread of their own (beat_engine/webhook_sender.py).
@@ -347,13 +353,15 @@ class BeatEngine:
         self.close_background()
 
     def close_background(self) -> None:
-        """Stop the engine's helper threads (claim preparer, notices, webhooks, history purge)
-        and their connections; shutdown's last step, and a test's for an engine it ticked."""
+        """Stop the engine's helper threads (claim preparer, notices, webhooks, history purge and
+        archive, live floor) and their connections; shutdown's last step, and a test's for an
+        engine it ticked."""
         self._preparer.shutdown()
         self._notices.close()
         self._webhooks.close()
         self._history.close()
         self._archiver.close()
+        self._floor_reader.close()
 
     def _before_handover(self) -> None:
         """Partitions are about to be released to a node that asked: no claim of ours is in
@@ -850,7 +858,11 @@ class BeatEngine:
         epochs = self.ownership.usable_epochs(self.clock.monotonic())
         if not epochs:
             return 0
-        result = fire_timers(epochs, now=now, limit=limit)
+        mono = self.clock.monotonic()
+        if self._live_floor.due(mono):
+            self._floor_reader.request()
+        since = self._live_floor.since(mono)
+        result = fire_timers(epochs, now=now, limit=limit, since=since)
         self._timer_next_due = result.next_due
         self._notices.offer(result.dead_runs, now=now)
         self._fenced(result.fenced_out)
@@ -908,6 +920,7 @@ class BeatEngine:
                 unpublished_after=unpublished_after,
                 republish_after=timedelta(seconds=self.config.republish_after_s),
                 limit=self.config.claim_batch,
+                since=self._live_floor.since(self.clock.monotonic()),
             )
             swept = len(found)
             # Held back here (sent again earlier, and at the bound), or to be sent again after a

@@ -21,9 +21,15 @@ from django.db import connection
 
 from beat_engine.broker_ledger import Sent
 from beat_engine.publisher import QueuedRun, queue_key
+from beat_engine.timers import bound_params
 from jobs.states import RunState
 
 _QUEUED = RunState.QUEUED.value
+# Only runs fired from the live floor on (beat_engine/live_floor.py), named parameters.
+_BOUND = (
+    "(%(since)s::timestamptz IS NULL"
+    " OR (scheduled_for >= %(since)s::timestamptz AND id >= %(since_id)s::uuid))"
+)
 
 # One round trip, one index range per branch (run_unpublished_by_partition,
 # run_sent_unstarted), then the job's queue and priority by primary key for the runs kept
@@ -37,6 +43,7 @@ SELECT r.id, r.attempt, r.partition, j.queue, j.priority, r.published_at
                           FROM jobs_jobrun
                          WHERE partition = ANY(%(partitions)s::int[]) AND state = '{_QUEUED}'
                            AND published_at IS NULL AND queued_at <= %(unpublished_before)s
+                           AND {_BOUND}
                          ORDER BY queued_at
                          LIMIT %(limit)s)
                        UNION ALL
@@ -44,6 +51,7 @@ SELECT r.id, r.attempt, r.partition, j.queue, j.priority, r.published_at
                           FROM jobs_jobrun
                          WHERE partition = ANY(%(partitions)s::int[]) AND state = '{_QUEUED}'
                            AND published_at IS NOT NULL AND published_at <= %(published_before)s
+                           AND {_BOUND}
                          ORDER BY published_at
                          LIMIT %(limit)s)) both_kinds
          ORDER BY since
@@ -73,12 +81,16 @@ def sweep_params(
     unpublished_after: timedelta,
     republish_after: timedelta,
     limit: int,
+    since: datetime | None = None,
 ) -> dict[str, Any]:
+    _, since, since_id = bound_params(since)
     return {
         "partitions": list(partitions),
         "unpublished_before": now - unpublished_after,
         "published_before": now - republish_after,
         "limit": limit,
+        "since": since,
+        "since_id": since_id,
     }
 
 
@@ -89,9 +101,11 @@ def sweep_lost_publishes(
     unpublished_after: timedelta,
     republish_after: timedelta,
     limit: int,
+    since: datetime | None = None,
 ) -> list[Swept]:
     """Queued runs never marked published for ``unpublished_after``, or marked published
-    ``republish_after`` ago and never started: at most ``limit``, oldest first."""
+    ``republish_after`` ago and never started: at most ``limit``, oldest first; with
+    ``since``, only those fired from then on (beat_engine/live_floor.py)."""
     if not partitions:
         return []
     params = sweep_params(
@@ -100,6 +114,7 @@ def sweep_lost_publishes(
         unpublished_after=unpublished_after,
         republish_after=republish_after,
         limit=limit,
+        since=since,
     )
     with connection.cursor() as cursor:
         cursor.execute(SWEEP_SQL, params)

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
@@ -14,11 +15,33 @@ from beat_engine.errors import FencedOut
 from beat_engine.fencing import fence
 from beat_engine.publisher import QueuedRun
 from jobs.models import JobStatus, RunTrigger
+from jobs.run_ids import run_id_floor
 from jobs.services import running_limits
 from jobs.services.notifications import DeadLetterFact, notify_dead_letters
 from jobs.states import TIMER_STATES, AttemptOutcome, RunState
 
 _TIMER_STATES = sorted(state.value for state in TIMER_STATES)
+
+
+# The live floor's bound on the statements below and the sweep's (beat_engine/live_floor.py).
+def bound_params(since: datetime | None) -> list[Any]:
+    """The three parameters of ``bound_sql``: None for an unbounded pass."""
+    floor_id: uuid.UUID | None = None if since is None else run_id_floor(since)
+    return [since, since, floor_id]
+
+
+def bound_sql(alias: str = "") -> str:
+    """``scheduled_for >= since AND id >= run_id_floor(since)``, or true when since is NULL.
+
+    The statements are sent with their parameters inlined (client-side binding), so the
+    planner folds ``NULL IS NULL`` to true and a given instant to a plain bound, and prunes the
+    partitions before it. The id bound is what prunes: the partition key is the run id."""
+    column = f"{alias}." if alias else ""
+    return (
+        f"(%s::timestamptz IS NULL OR ({column}scheduled_for >= %s::timestamptz"
+        f" AND {column}id >= %s::uuid))"
+    )
+
 
 # Each UPDATE is a compare-and-set: the WHERE repeats the source state (and attempt), so a
 # worker or another node that moved the run first makes it a no-op (no stale fence,
@@ -28,6 +51,7 @@ WITH mine(partition, epoch) AS (SELECT * FROM unnest(%s::int[], %s::bigint[])),
 due AS (
     SELECT id FROM jobs_jobrun
      WHERE partition = ANY(%s::int[]) AND state = ANY(%s::text[]) AND due_at <= %s
+       AND {bound_sql()}
        -- Pause holds the runs the hand-off wrote for a job (docs/dags.md, "Cancel and
        -- pause"): they stay pending until it is resumed. A retry of a started run, and a
        -- firing claimed before the pause, go on. The job is read only for those runs, by a
@@ -48,7 +72,7 @@ UPDATE jobs_jobrun r
  -- each with every due id: 10,000 children made pending by one parent cost 3.5-6 s per batch
  -- of 1,000 that way, 0.17-0.22 s this way (EXPLAIN ANALYZE on this 2-core machine).
  WHERE r.id = ANY(ARRAY(SELECT id FROM due)) AND mine.partition = r.partition
-   AND j.id = r.job_id AND r.state = ANY(%s::text[])
+   AND j.id = r.job_id AND r.state = ANY(%s::text[]) AND {bound_sql("r")}
 RETURNING r.id, r.attempt, r.partition, j.queue, j.priority, r.due_at
 """
 
@@ -63,7 +87,7 @@ SELECT min(n.due_at)
   FROM unnest(%s::int[]) AS p(partition)
  CROSS JOIN LATERAL (
        SELECT due_at FROM jobs_jobrun
-        WHERE partition = p.partition AND due_at > %s
+        WHERE partition = p.partition AND due_at > %s AND {bound_sql()}
           AND state IN ({", ".join(f"'{state}'" for state in _TIMER_STATES)})
         ORDER BY due_at LIMIT 1) AS n
 """
@@ -72,7 +96,7 @@ EXPIRED_LEASES_SQL = f"""
 SELECT r.id, r.attempt, r.partition, j.max_attempts, r.cancel_requested
   FROM jobs_jobrun r JOIN jobs_job j ON j.id = r.job_id
  WHERE r.partition = ANY(%s::int[]) AND r.state = '{RunState.RUNNING.value}'
-   AND r.lease_until < %s
+   AND r.lease_until < %s AND {bound_sql("r")}
  ORDER BY r.lease_until
  LIMIT %s
    FOR UPDATE OF r SKIP LOCKED
@@ -149,9 +173,46 @@ class TimerResult:
     dead_runs: list[tuple[uuid.UUID, uuid.UUID, int, str]] = field(default_factory=list)
 
 
-def fire_timers(epochs: Mapping[int, int], *, now: datetime, limit: int) -> TimerResult:
+# The oldest firing of a live run in any partition: the live floor (beat_engine/live_floor.py).
+# One branch per partial index whose predicate it repeats (run_timer_by_partition,
+# run_lease_by_partition, run_unpublished_by_partition, run_sent_unstarted), so each reads the
+# live runs alone, never the finished history. Unbounded in time, and read every
+# READ_EVERY_S off the tick's thread (beat_engine/live_floor_reader.py): it is what lets the
+# other statements be bounded.
+OLDEST_LIVE_SQL = f"""
+SELECT min(m) FROM (
+    SELECT min(scheduled_for) AS m FROM jobs_jobrun
+     WHERE state IN ({", ".join(f"'{state}'" for state in _TIMER_STATES)})
+    UNION ALL
+    SELECT min(scheduled_for) FROM jobs_jobrun
+     WHERE state = '{RunState.RUNNING.value}'
+    UNION ALL
+    SELECT min(scheduled_for) FROM jobs_jobrun
+     WHERE state = '{RunState.QUEUED.value}'
+       AND published_at IS NULL
+    UNION ALL
+    SELECT min(scheduled_for) FROM jobs_jobrun
+     WHERE state = '{RunState.QUEUED.value}'
+       AND published_at IS NOT NULL
+) AS live
+"""
+
+
+def oldest_live_firing() -> datetime | None:
+    with connection.cursor() as cursor:
+        cursor.execute(OLDEST_LIVE_SQL)
+        found: datetime | None = cursor.fetchone()[0]
+        return found
+
+
+def fire_timers(
+    epochs: Mapping[int, int], *, now: datetime, limit: int, since: datetime | None = None
+) -> TimerResult:
     """In one fenced transaction: queue due pending/retry_wait runs as their next attempt, and
-    re-queue (or dead-letter, when attempts are spent) running runs whose lease expired."""
+    re-queue (or dead-letter, when attempts are spent) running runs whose lease expired.
+
+    ``since``: only runs fired from then on (beat_engine/live_floor.py); None looks at all."""
+    bound = bound_params(since)
     result = TimerResult()
     with transaction.atomic():
         ours = fence(epochs, now=now)
@@ -164,15 +225,15 @@ def fire_timers(epochs: Mapping[int, int], *, now: datetime, limit: int) -> Time
         with connection.cursor() as cursor:
             cursor.execute(
                 FIRE_TIMERS_SQL,
-                [parts, [mine[p] for p in parts], parts, _TIMER_STATES, now, limit, now,
-                 _TIMER_STATES],
+                [parts, [mine[p] for p in parts], parts, _TIMER_STATES, now, *bound, limit, now,
+                 _TIMER_STATES, *bound],
             )  # fmt: skip
             result.queued = [QueuedRun(*row) for row in cursor.fetchall()]
             result.fired = len(result.queued)
             if result.fired < limit:
-                cursor.execute(NEXT_TIMER_SQL, [parts, now])
+                cursor.execute(NEXT_TIMER_SQL, [parts, now, *bound])
                 result.next_due = cursor.fetchone()[0]
-            _reap(cursor, result, mine, now=now, limit=limit)
+            _reap(cursor, result, mine, now=now, limit=limit, bound=bound)
     # The dead-letter notices of result.dead_runs are the caller's to send, after commit and
     # off the engine's thread (beat_engine/notices.py): a slow broker must not stall the tick.
     return result
@@ -185,8 +246,9 @@ def _reap(
     *,
     now: datetime,
     limit: int,
+    bound: list[Any],
 ) -> None:
-    cursor.execute(EXPIRED_LEASES_SQL, [sorted(epochs), now, limit])
+    cursor.execute(EXPIRED_LEASES_SQL, [sorted(epochs), now, *bound, limit])
     expired = cursor.fetchall()
     if not expired:
         return

@@ -19,6 +19,7 @@ from jobs.models import Job, JobRun
 from tests.support.beat_nodes import broker_messages, make_engine, message_args
 from tests.support.clock import FakeClock
 from tests.support.factories import T0, job_factory, tenant_factory
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -50,6 +51,8 @@ def test_backlog_of_batches_is_claimed_and_sent_once_each(
     clock = FakeClock(T0)
     engine = make_engine(clock, claim_batch=4, max_claims_per_tick=1000, max_claim_s=60.0)
     engine.tick()
+    # The live floor's first read has a session of its own, closed once the read is done.
+    wait_until(lambda: engine._floor_reader.passes >= 1, what="the live floor's read")
     before = _sessions()
     original = engine_module.prepare_claim
     threads: list[str] = []
@@ -151,6 +154,8 @@ def test_batch_prepared_at_the_end_of_a_tick_is_claimed_by_the_next(
     # Eight entries per tick: each tick claims two batches and carries a third, prepared.
     engine = make_engine(clock, claim_batch=4, max_claims_per_tick=8, max_claim_s=60.0)
     engine.tick()
+    # The live floor's first read has a session of its own, closed once the read is done.
+    wait_until(lambda: engine._floor_reader.passes >= 1, what="the live floor's read")
     before = _sessions()
     clock.advance(timedelta(seconds=2))
     ticks = 0
