@@ -33,7 +33,9 @@ def _services() -> Any:
     return services
 
 
-def _worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def _worker(
+    env: dict[str, str], log: Path, pool: str = "prefork", concurrency: int = 1
+) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -43,9 +45,9 @@ def _worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
             "scheduler_project",
             "worker",
             "--pool",
-            "prefork",
+            pool,
             "--concurrency",
-            "1",
+            str(concurrency),
             "-Q",
             "bench",
             "--loglevel",
@@ -147,7 +149,18 @@ def main() -> int:
         default=None,
         help="the bench tenant's max_running_runs (default none): the cost of the limited start",
     )
+    parser.add_argument(
+        "--pool",
+        choices=("prefork", "threads", "gevent"),
+        default="prefork",
+        help="the worker's pool (default prefork); other pools only print (with --quick)",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=1, help="the worker's concurrency (default 1)"
+    )
     args = parser.parse_args()
+    if (args.pool, args.concurrency) != ("prefork", 1) and not args.quick:
+        parser.error("--pool and --concurrency other than prefork 1 need --quick")
     args.runs = args.runs or (500 if args.quick else 2000)
     services = _services()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
@@ -163,7 +176,7 @@ def main() -> int:
         call_command("migrate", verbosity=0)
         log = ROOT / ".local" / "bench-worker.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        worker = _worker(dict(os.environ), log)
+        worker = _worker(dict(os.environ), log, args.pool, args.concurrency)
         try:
             _bench_bare(50)  # warm-up: the worker is up and its child has imported everything
             _bench_executor(50, args.running_limit)
@@ -188,7 +201,8 @@ def main() -> int:
     bare_ms, exec_ms = bare_s / args.runs * 1000, exec_s / args.runs * 1000
     if args.quick:
         print(
-            f"executor {args.runs / exec_s:,.0f} runs/s ({exec_ms:.2f} ms/run), bare task "
+            f"{args.pool} x {args.concurrency}: executor {args.runs / exec_s:,.0f} runs/s "
+            f"({exec_ms:.2f} ms/run), bare task "
             f"{args.runs / bare_s:,.0f} runs/s ({bare_ms:.2f} ms/run), overhead "
             f"{exec_ms - bare_ms:.2f} ms/run"
         )

@@ -12,6 +12,7 @@ from beat_engine.clock import SystemClock
 from beat_engine.db_clock import DatabaseClock
 from jobs import metrics
 from jobs.execution import run_execute
+from jobs.worker_pools import release_task_connection
 from jobs.worker_recycle import retire_if_overloaded
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,10 @@ def execute_run(run_id: str, attempt: int) -> str:
     # the database closed while the worker idled is replaced before the start's CAS, not found
     # broken by it.
     close_old_connections()
-    outcome = run_execute(run_id=parsed, attempt=attempt_no, clock=_clock)
+    try:
+        outcome = run_execute(run_id=parsed, attempt=attempt_no, clock=_clock)
+    finally:
+        release_task_connection()
     # After the outcome is recorded, and before the result goes back for the ack: a process
     # holding too many abandoned target threads is replaced once this task is done.
     retire_if_overloaded()

@@ -19,7 +19,8 @@ engine's reaper gave it a new attempt. Here:
   dies at once, as before: it has nothing to hand back;
 * in the main process, a warm shutdown is bounded by the same timeout: when it has not ended
   after ``CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT`` (when above 0), the pool processes still
-  running an attempt get SIGTERM, as the cold shutdown's do.
+  running an attempt get SIGTERM, as the cold shutdown's do; with the threads or gevent pool,
+  whose attempts run in the main process itself, their supervisors are told to stop there.
 
 The signal handler only writes a byte to a pipe: a handler runs on the process's main thread,
 which is the supervisor's own, between two of its bytecodes, perhaps inside an Event's lock,
@@ -43,6 +44,7 @@ from celery.signals import worker_process_init, worker_ready, worker_shutdown, w
 from django.conf import settings
 
 from jobs import metrics
+from jobs.worker_pools import under_gevent
 from jobs.worker_recycle import retire_after_this_task
 
 logger = logging.getLogger(__name__)
@@ -214,8 +216,17 @@ def _end_remaining_attempts(timeout: float) -> None:
         for request in list(state.active_requests)
         if request.task_name == EXECUTE_TASK and request.worker_pid
     }
-    # A solo or threads pool runs tasks in this very process: nothing to signal.
-    pids.discard(os.getpid())
+    if pids and (under_gevent() or os.getpid() in pids):
+        # A solo, threads or gevent pool runs its tasks in this very process, its supervisors
+        # registered here: they are told to stop and hand their attempts back, as a prefork
+        # pool process does on SIGTERM (docs/execution.md, "Worker pools"). The gevent pool
+        # gives a request its greenlet's id as the pid, which is no process to signal.
+        pids = set() if under_gevent() else pids - {os.getpid()}
+        logger.warning(
+            "execution.worker.soft_timeout_passed",
+            extra={"pid": os.getpid(), "timeout_s": timeout},
+        )
+        _stop_requested()
     for pid in sorted(pids):
         logger.warning(
             "execution.worker.soft_timeout_passed", extra={"pid": pid, "timeout_s": timeout}

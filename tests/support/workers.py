@@ -38,6 +38,8 @@ class CeleryWorker:
     env: dict[str, str]
     log_path: Path
     concurrency: int = 2
+    # prefork, threads or gevent (docs/execution.md, "Worker pools").
+    pool: str = "prefork"
     # What `python -m` runs: Celery's own command line, or a wrapper of it that injects a fault
     # into the worker process first (tests/support/skewed_celery.py).
     module: str = "celery"
@@ -67,7 +69,7 @@ class CeleryWorker:
                 "--loglevel",
                 "INFO",
                 "--pool",
-                "prefork",
+                self.pool,
                 "--concurrency",
                 str(self.concurrency),
                 "-Q",
