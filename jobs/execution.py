@@ -26,6 +26,7 @@ from jobs.states import AttemptOutcome, RunState
 from jobs.target_limits import bucket_for
 from jobs.target_threads import abandon_target, run_target
 from jobs.targets import RunContext, job_timeout_s, prepare_invocation
+from jobs.worker_pools import release_task_connection
 
 logger = logging.getLogger(__name__)
 
@@ -245,6 +246,10 @@ def _execute(
             payload=run.payload,
             now=clock.now(),
         )
+        # Under gevent the connection goes back to the process's pool while the target runs
+        # (each heartbeat borrows one): a hundred greenlets waiting on slow HTTP targets need
+        # a few connections, not a hundred (jobs/worker_pools.py).
+        release_task_connection()
         began = clock.monotonic()
         result = _supervise(run, context, clock, wake)
         metrics.RUN_DURATION.labels(target_kind=run.target.kind).observe(clock.monotonic() - began)

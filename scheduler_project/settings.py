@@ -17,6 +17,7 @@ from scheduler_project.env import (
     env_list,
     env_str,
 )
+from scheduler_project.gevent_patch import under_gevent
 from scheduler_project.redis_urls import broker_transport_options, check_redis_url, is_sentinel_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -78,6 +79,16 @@ DATABASE_URL = env_str("DATABASE_URL", "postgresql://postgres@localhost:5432/sch
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if under_gevent():
+    # A gevent worker runs every task on a new greenlet, each with a connection of its own:
+    # they borrow from a pool of at most this many, instead of opening one per task
+    # (jobs/worker_pools.py). Django's pool keeps connections itself: no CONN_MAX_AGE.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": 2,
+        "max_size": env_int("SCHEDULER_GEVENT_DB_POOL_MAX", 20, minimum=1),
+        "timeout": 30,
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL", "redis://localhost:6379/0")

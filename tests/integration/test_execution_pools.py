@@ -99,8 +99,9 @@ def _client_sessions() -> int:
 
 
 def test_the_workers_sessions_stay_within_its_concurrency(pooled: CeleryWorker) -> None:
-    # Under gevent every task runs on a new greenlet, each with a connection of its own: left
-    # open at the task's end, they pile up faster than they are collected (jobs/worker_pools.py).
+    # Under gevent every task runs on a new greenlet with a connection of its own, borrowed
+    # from the process's pool: one not given back at the task's end starves the pool, and one
+    # opened per task and left open piles up faster than it is collected (jobs/worker_pools.py).
     # Beside the pool's: the test's own session and the worker's main thread's.
     bound = _client_sessions() + CONCURRENCY[pooled.pool] + 1
     runs = [_published(target_name="tests.echo", payload={"n": n}) for n in range(200)]
