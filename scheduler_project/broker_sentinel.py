@@ -30,7 +30,7 @@ import redis
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 
-from scheduler_project.broker_priority import ReservedShareMixin
+from scheduler_project.broker_priority import DrainBoundMixin, ReservedShareMixin
 
 ALIAS = "sentinel"
 logger = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class SentinelChannel(ReservedShareMixin, kombu_redis.SentinelChannel):
         return params
 
 
-class SentinelTransport(kombu_redis.SentinelTransport):
+class SentinelTransport(DrainBoundMixin, kombu_redis.SentinelTransport):  # type: ignore[misc]
     Channel = SentinelChannel
 
 
