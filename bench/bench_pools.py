@@ -195,10 +195,15 @@ def _write(runs: int, repeat: int, seconds: dict[tuple[int, str, int], list[floa
         "| target delay (ms) | pool | concurrency | runs/s | bound (runs/s) | of the bound |\n"
         "| ---: | --- | ---: | ---: | ---: | ---: |\n" + "\n".join(rows) + "\n\n"
         "Prefork's processes each wait out the target's delay; the threads and gevent pools "
-        "wait for many targets in one process. Every run still makes its two statements "
-        "(the start and the outcome compare-and-sets) and, under gevent, opens its own "
-        'connection (docs/execution.md, "Worker pools"): past a few hundred runs/s those, '
-        "on the 2 cores that also run PostgreSQL, are the limit, not the target.\n"
+        "wait for many targets in one process. Every run still makes its two statements (the "
+        "start and the outcome compare-and-sets) and its Celery message, and under gevent "
+        "borrows a connection from the process's pool for each (docs/execution.md, \"Worker "
+        'pools"): with a short delay that work, on the 2 cores that also run PostgreSQL and '
+        "Redis, is the limit, not the target or the pool.\n\n"
+        "History (2026-12-02, this bench, same command): before the broker's wait was cut "
+        "into 50 ms pieces (scheduler_project/broker_priority.py, DrainBoundMixin), gevent x "
+        "100 at 500 ms did 39 (36-41) runs/s, its prefetch of 100 runs in waves a second "
+        "apart; the other rows were the same within the noise.\n"
     )
     print(section)
     replace_section("Worker pools", section)
