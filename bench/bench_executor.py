@@ -73,9 +73,34 @@ def _wait(predicate: Any, timeout_s: float = 600) -> None:
         time.sleep(0.01)
 
 
+def queued_runs(job: Any, runs: int, now: datetime) -> list[Any]:
+    """``runs`` queued runs of ``job`` at attempt 1, inserted, one microsecond apart in 2030 (no
+    firing of the job's own schedule there)."""
+    from jobs.models import JobRun
+    from jobs.services.dedup import dedup_key_for
+    from jobs.states import RunState
+
+    base = now.replace(year=2030)
+    rows = [
+        JobRun(
+            job=job,
+            tenant=job.tenant,
+            partition=job.partition,
+            scheduled_for=at,
+            state=RunState.QUEUED,
+            attempt=1,
+            queued_at=now,
+            dedup_key=dedup_key_for(job.id, at),
+            created_at=now,
+        )
+        for at in (base + timedelta(microseconds=i) for i in range(runs))
+    ]
+    JobRun.objects.bulk_create(rows, batch_size=1000)
+    return rows
+
+
 def _bench_executor(runs: int, running_limit: int | None = None) -> float:
     from jobs.models import JobRun, Tenant
-    from jobs.services.dedup import dedup_key_for
     from jobs.services.jobs import JobInput, job_create
     from jobs.states import RunState
     from scheduler_project.celery import app
@@ -96,22 +121,7 @@ def _bench_executor(runs: int, running_limit: int | None = None) -> float:
         ),
         now=now,
     )
-    base = now.replace(year=2030)
-    rows = [
-        JobRun(
-            job=job,
-            tenant=tenant,
-            partition=job.partition,
-            scheduled_for=at,
-            state=RunState.QUEUED,
-            attempt=1,
-            queued_at=now,
-            dedup_key=dedup_key_for(job.id, at),
-            created_at=now,
-        )
-        for at in (base + timedelta(microseconds=i) for i in range(runs))
-    ]
-    JobRun.objects.bulk_create(rows, batch_size=1000)
+    rows = queued_runs(job, runs, now)
     ids = [str(r.id) for r in rows]
     started = time.monotonic()
     with app.producer_or_acquire() as producer:

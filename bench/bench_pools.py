@@ -20,14 +20,14 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_executor import _services, _wait, _worker  # noqa: E402
+from bench.bench_executor import _services, _wait, _worker, queued_runs  # noqa: E402
 from bench.docs_section import replace_records, replace_section  # noqa: E402
 
 # (pool, concurrency): prefork at the process count a 2-core host runs without thrashing, the
@@ -49,7 +49,6 @@ def _target(delay_ms: int, ledger: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 def _round(runs: int, url: str) -> float:
     from jobs.models import JobRun, Tenant
-    from jobs.services.dedup import dedup_key_for
     from jobs.services.jobs import JobInput, job_create
     from jobs.states import RunState
     from scheduler_project.celery import app
@@ -68,22 +67,7 @@ def _round(runs: int, url: str) -> float:
         ),
         now=now,
     )
-    base = now.replace(year=2030)
-    rows = [
-        JobRun(
-            job=job,
-            tenant=tenant,
-            partition=job.partition,
-            scheduled_for=at,
-            state=RunState.QUEUED,
-            attempt=1,
-            queued_at=now,
-            dedup_key=dedup_key_for(job.id, at),
-            created_at=now,
-        )
-        for at in (base + timedelta(microseconds=i) for i in range(runs))
-    ]
-    JobRun.objects.bulk_create(rows, batch_size=1000)
+    rows = queued_runs(job, runs, now)
     started = time.monotonic()
     with app.producer_or_acquire() as producer:
         for row in rows:
