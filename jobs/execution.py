@@ -157,6 +157,10 @@ def _heartbeat(run: StartedRun, clock: Clock) -> ResultKind | None:
             # lapses while its target still runs: the next one connects to the new primary.
             drop_connection()
         return None
+    finally:
+        # Under gevent, back to the pool until the next beat: an attempt that outlives a
+        # heartbeat must not hold a connection for the rest of its target (jobs/worker_pools.py).
+        release_task_connection()
     if not beat.alive:
         logger.warning(
             "execution.lease.lost", extra={"run_id": str(run.id), "attempt": run.attempt}

@@ -202,3 +202,37 @@ def test_a_warm_shutdown_hands_back_what_outlasts_its_timeout(
     assert current.due_at <= _now()
     (attempt,) = RunAttempt.objects.filter(run_id=run.id)
     assert attempt.outcome == AttemptOutcome.LOST
+
+
+def test_gevent_attempts_share_a_pool_smaller_than_their_number(
+    http_target: HttpTarget, tmp_path: Path
+) -> None:
+    # Six attempts, two connections: each borrows one for its start, each heartbeat and its
+    # outcome, and gives it back in between (jobs/worker_pools.py).
+    env = {
+        **worker_env(allowlist=[f"127.0.0.1:{http_target.port}"]),
+        "SCHEDULER_GEVENT_DB_POOL_MAX": "2",
+    }
+    queue = "test-pool-share"
+    worker = _start("gevent", env, tmp_path / "worker.log", queue)
+    try:
+        runs = [_published(payload={"max_s": 60}, queue=queue) for _ in range(6)]
+        for run in runs:
+            wait_for_state(run, RunState.RUNNING, worker=worker)
+
+        def all_beating() -> bool:
+            # Heartbeats every 0.2 s (worker_env): each attempt's beat is recent, not stuck
+            # behind another's connection.
+            beats = JobRun.objects.filter(id__in=[r.id for r in runs]).values_list(
+                "started_at", "heartbeat_at"
+            )
+            return all(beat - started > timedelta(seconds=1) for started, beat in beats)
+
+        wait_until(all_beating, timeout_s=20, what="every attempt to keep heartbeating")
+        for run in runs:
+            assert run_request_cancel(run_id=run.id, now=_now())
+        for run in runs:
+            done = wait_for_state(run, RunState.CANCELLED, worker=worker)
+            assert done.attempts.get().outcome == AttemptOutcome.CANCELLED
+    finally:
+        worker.stop()
