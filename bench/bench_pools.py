@@ -115,6 +115,7 @@ def main() -> int:
         log = ROOT / ".local" / "bench-worker.log"
         for delay_ms in delays:
             target, port = _target(delay_ms, ROOT / ".local" / "bench-pools-ledger.jsonl")
+            url = f"http://127.0.0.1:{port}/"
             env = {**os.environ, "SCHEDULER_HTTP_ALLOWLIST": f"127.0.0.1:{port}"}
             # This process validates the job's URL too, with the settings loaded already.
             settings.SCHEDULER["HTTP_ALLOWLIST"] = [f"127.0.0.1:{port}"]
@@ -125,8 +126,8 @@ def main() -> int:
                         worker = _worker(env, log, pool, concurrency)
                         try:
                             # Warm-up: the worker is up and has imported everything.
-                            _round(20, f"http://127.0.0.1:{port}/")
-                            times.append(_round(runs, f"http://127.0.0.1:{port}/"))
+                            _round(20, url)
+                            times.append(_round(runs, url))
                         finally:
                             os.killpg(worker.pid, 15)
                             worker.wait()

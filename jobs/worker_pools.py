@@ -17,8 +17,6 @@ from django.db import connection
 
 from scheduler_project.gevent_patch import under_gevent
 
-__all__ = ["release_task_connection", "under_gevent"]
-
 
 def release_task_connection() -> None:
     """Under gevent, give the task's connection back to the pool (see the module docstring);

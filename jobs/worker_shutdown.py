@@ -44,8 +44,8 @@ from celery.signals import worker_process_init, worker_ready, worker_shutdown, w
 from django.conf import settings
 
 from jobs import metrics
-from jobs.worker_pools import under_gevent
 from jobs.worker_recycle import retire_after_this_task
+from scheduler_project.gevent_patch import under_gevent
 
 logger = logging.getLogger(__name__)
 

@@ -44,6 +44,11 @@ def _now() -> datetime:
     return SystemClock().now()
 
 
+def _env(http_target: HttpTarget, **extra: str) -> dict[str, str]:
+    """The suite's worker environment with the local target allowed, and ``extra``."""
+    return {**worker_env(allowlist=[f"127.0.0.1:{http_target.port}"]), **extra}
+
+
 def _start(pool: str, env: dict[str, str], log: Path, queue: str = TEST_QUEUE) -> CeleryWorker:
     worker = CeleryWorker(
         queues=[queue], env=env, log_path=log, concurrency=CONCURRENCY[pool], pool=pool
@@ -61,7 +66,7 @@ def pooled_fixture(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[CeleryWorker]:
     with django_db_blocker.unblock():
-        env = worker_env(allowlist=[f"127.0.0.1:{http_target.port}"])
+        env = _env(http_target)
     log = tmp_path_factory.mktemp(f"worker-{request.param}") / "worker.log"
     worker = _start(request.param, env, log)
     yield worker
@@ -177,10 +182,7 @@ def test_cancel_aborts_a_running_http_call(
 def test_a_warm_shutdown_hands_back_what_outlasts_its_timeout(
     pool: str, http_target: HttpTarget, tmp_path: Path
 ) -> None:
-    env = {
-        **worker_env(allowlist=[f"127.0.0.1:{http_target.port}"]),
-        "CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT": "1",
-    }
+    env = _env(http_target, CELERY_WORKER_SOFT_SHUTDOWN_TIMEOUT="1")
     queue = f"test-pool-stop-{pool}"
     worker = _start(pool, env, tmp_path / "worker.log", queue)
     try:
@@ -209,10 +211,7 @@ def test_gevent_attempts_share_a_pool_smaller_than_their_number(
 ) -> None:
     # Six attempts, two connections: each borrows one for its start, each heartbeat and its
     # outcome, and gives it back in between (jobs/worker_pools.py).
-    env = {
-        **worker_env(allowlist=[f"127.0.0.1:{http_target.port}"]),
-        "SCHEDULER_GEVENT_DB_POOL_MAX": "2",
-    }
+    env = _env(http_target, SCHEDULER_GEVENT_DB_POOL_MAX="2")
     queue = "test-pool-share"
     worker = _start("gevent", env, tmp_path / "worker.log", queue)
     try:
