@@ -67,7 +67,11 @@ WITH advanced AS (
            r.scheduled_for + r.jitter_us * interval '1 microsecond',
            CASE r.state WHEN '{RunState.QUEUED.value}' THEN 1 ELSE 0 END, e.epoch,
            {dedup_key_sql("r.job_id", "r.scheduled_for")},
-           CASE r.state WHEN '{RunState.QUEUED.value}' THEN %(now)s::timestamptz END,
+           -- A firing claimed ahead of its instant (docs/engine.md, "Claim ahead") is queued
+           -- from the instant on: the sweep and the takeover read unpublished runs by it.
+           CASE r.state WHEN '{RunState.QUEUED.value}'
+                THEN GREATEST(%(now)s::timestamptz,
+                              r.scheduled_for + r.jitter_us * interval '1 microsecond') END,
            CASE r.state WHEN '{RunState.MISSED.value}' THEN %(now)s::timestamptz END,
            CASE r.state WHEN '{RunState.MISSED.value}' THEN %(missed_reason)s ELSE '' END,
            %(now)s::timestamptz, '', false, 0
@@ -121,6 +125,8 @@ class ClaimResult:
     # engine's DeferralLog to record (aggregated, off the claim).
     deferred_firings: list[tuple[uuid.UUID, int, int, datetime]] = field(default_factory=list)
     fenced_out: FencedOut | None = None
+    # The job of each run in ``queued``.
+    job_of_run: dict[uuid.UUID, uuid.UUID] = field(default_factory=dict)
 
 
 @dataclass
@@ -139,6 +145,9 @@ class _Batch:
     missed_ranges: list[tuple[Any, ...]] = field(default_factory=list)
     next_due: dict[uuid.UUID, DueEntry] = field(default_factory=dict)
     partition_of: dict[uuid.UUID, int] = field(default_factory=dict)
+    # The job of each queued run, for the engine to hold a run claimed ahead of its instant
+    # together with its job's next firing.
+    job_of_run: dict[uuid.UUID, uuid.UUID] = field(default_factory=dict)
 
     def columns(self) -> dict[str, object]:
         """CLAIM_SQL's per-row parameters: one array literal per column, cast in SQL. Built
@@ -255,6 +264,9 @@ def _add_job(batch: _Batch, row: Sequence[object], now: datetime) -> None:
     assert isinstance(due, datetime)
     offset = _jitter(row)
     jitter_us = offset // _MICROSECOND
+    # A firing claimed ahead is planned as at its instant, as if claimed then: on time, one
+    # run, queued (never started before it, docs/architecture.md, Invariants).
+    now = max(now, due + offset)
     runs, missed, missed_count, following = _plan(_spec(row), row, now)
     catch_up = len(runs) > 1 or missed_count > 0
     trigger = RunTrigger.CATCH_UP if catch_up else RunTrigger.SCHEDULE
@@ -280,6 +292,7 @@ def _add_job(batch: _Batch, row: Sequence[object], now: datetime) -> None:
             batch.queued[run_id] = QueuedRun(
                 run_id, 1, partition, queue, priority, scheduled_for + offset, _tenant(row)
             )
+            batch.job_of_run[run_id] = job_id
         else:
             batch.runs.append((run_id, job_id, scheduled_for, trigger, RunState.PENDING,
                                jitter_us))  # fmt: skip
@@ -329,8 +342,12 @@ def prepare_claim(
     now: datetime,
     quotas: TenantAllowances | None = None,
     mono: float = 0.0,
+    until: datetime | None = None,
 ) -> PreparedClaim:
     """Read the due jobs of ``entries`` and plan their firings, without locks or a transaction.
+
+    ``until``: claim ahead (docs/engine.md, "Claim ahead") the firings due by then, each
+    planned as at its instant and queued from it; the engine pushes them at their instant.
 
     Nothing here needs to be current when the claim commits: commit_claim's compare-and-set
     on (next_fire_at, version, status) refuses every job that changed after this read, and its
@@ -347,7 +364,7 @@ def prepare_claim(
             # Python (two timestamps per row, a sixth of a spike's engine CPU, profiled).
             cursor.execute(DUE_JOBS_SQL, [uuid_array(ids), int_array(sorted(wanted))], binary=True)
             quotas = quotas if quotas is not None else TenantAllowances(refresh_s=0.0)
-            rows = _due_rows(cursor.fetchall(), result, now)
+            rows = _due_rows(cursor.fetchall(), result, now if until is None else until)
             rows = _within_quota(cursor, rows, entries, result, now, quotas, mono)
         _plan_rows(batch, rows, now)
     return PreparedClaim(batch, wanted, result, batch.columns() if batch.advance else {})
@@ -381,6 +398,7 @@ def commit_claim(
     for is_job, row_id in rows:
         (advanced if is_job else inserted).add(row_id)
     result.queued = [run for run_id, run in batch.queued.items() if run_id in inserted]
+    result.job_of_run = {run.run_id: batch.job_of_run[run.run_id] for run in result.queued}
     result.pending = len(batch.pending & inserted)
     result.missed = sum(n for job, n in batch.missed.items() if job in advanced)
     result.next_due.extend(e for job, e in batch.next_due.items() if job in advanced)
@@ -431,8 +449,9 @@ def _within_quota(
 def _due_rows(
     rows: list[Sequence[object]], result: ClaimResult, now: datetime
 ) -> list[Sequence[object]]:
-    """Rows whose jittered instant has come; the others go back to the heap at the instant
-    their row says (before the tenant limits, which count only what is claimed)."""
+    """Rows whose jittered instant is at or before ``now`` (the claim's instant, or the end
+    of a claim ahead); the others go back to the heap at the instant their row says (before
+    the tenant limits, which count only what is claimed)."""
     due_rows: list[Sequence[object]] = []
     for row in rows:
         due = row[9]

@@ -48,6 +48,9 @@ class EngineConfig:
     # something is always due, and only a time bound lets the loop renew its leases.
     max_claims_per_tick: int = 20_000
     max_claim_s: float = 0.5
+    # Firings due within this long are claimed ahead of their instant when nothing is due, and
+    # pushed at it (docs/engine.md, "Claim ahead"); 0 claims each firing at its instant.
+    claim_ahead_s: float = 0.0
     # While a backlog drains, each claim batch takes as many rows (at most claim_batch) as
     # fit in about this long by the last batches' time per row (beat_engine/batch_sizer.py):
     # the longest a firing of another tenant waits for the batch in hand. 0: claim_batch.
@@ -128,6 +131,10 @@ class EngineConfig:
             "broker_url": broker_redis_url(settings.CELERY_BROKER_URL),
             "republish_after_s": 2 * float(sched["RUN_LEASE_S"]),
             "claim_batch_target_s": float(sched.get("CLAIM_BATCH_TARGET_S", 0.25)),
+            # Never beyond the look-ahead: only the heap's firings can be claimed ahead.
+            "claim_ahead_s": min(
+                float(sched.get("CLAIM_AHEAD_S", 0.0)), float(sched["LOOKAHEAD_S"])
+            ),
             "low_priority_share": float(sched.get("LOW_PRIORITY_SHARE", 0.1)),
             "broker_queue_bound": int(sched.get("BROKER_QUEUE_MAX_DEPTH", 100_000)),
             "broker_queue_target_wait_s": float(sched.get("BROKER_QUEUE_TARGET_WAIT_S", 1.0)),
@@ -149,6 +156,11 @@ class EngineConfig:
             )
         if self.partitions < 1 or self.claim_batch < 1:
             raise ValueError("partitions and claim batch must be positive")
+        if not 0 <= self.claim_ahead_s <= self.lookahead_s:
+            raise ValueError(
+                f"claim ahead ({self.claim_ahead_s}s) must lie between 0 and the look-ahead "
+                f"({self.lookahead_s}s): only firings in the heap can be claimed ahead"
+            )
         if self.claim_batch_target_s < 0:
             raise ValueError("a claim batch's target time is positive, or 0 for a fixed size")
 

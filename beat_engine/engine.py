@@ -12,8 +12,9 @@ import redis
 from django.db import DatabaseError, connection
 
 from beat_engine import metrics
+from beat_engine.armed import ArmedRuns
 from beat_engine.batch_sizer import BatchSizer
-from beat_engine.claims import commit_claim, prepare_claim
+from beat_engine.claims import ClaimResult, commit_claim, prepare_claim
 from beat_engine.clock import Clock
 from beat_engine.config import EngineConfig
 from beat_engine.deferrals import DeferralLog
@@ -37,7 +38,7 @@ from beat_engine.priority_order import ReservedShare, order_by_priority
 from beat_engine.publisher import Publisher, QueuedRun, Rendered
 from beat_engine.quotas import TenantAllowances
 from beat_engine.staging import StagedHorizon
-from beat_engine.sweep import sweep_lost_publishes
+from beat_engine.sweep import claimed_ahead, sweep_lost_publishes
 from beat_engine.timers import fire_timers
 from beat_engine.webhook_sender import WebhookSender
 from jobs import metrics as jobs_metrics
@@ -67,6 +68,11 @@ _QUEUE_DEPTH_S = 5.0
 # How often runs whose push the broker refused are sent again while it stays away.
 _RESEND_S = 0.5
 _MICROSECOND = timedelta(microseconds=1)
+# A claim-ahead batch ends at least this long before the next armed run's instant.
+_ARMED_MARGIN_S = 0.05
+# Most runs claimed ahead by a partition's last owner armed at its takeover; the sweep finds the
+# rest (about 300 bytes each in memory).
+_ARM_TAKEN_MAX = 100_000
 
 
 class BeatEngine:
@@ -162,6 +168,10 @@ class BeatEngine:
         )  # fmt: skip
         # A batch prepared at the end of a tick that ran out of time, claimed first next tick.
         self._carried: ClaimBatch | None = None
+        # Runs claimed ahead of their instant, pushed at it (docs/engine.md, "Claim ahead").
+        self._armed = ArmedRuns()
+        # Not before this does the next claim-ahead pass start (it stopped for an armed push).
+        self._next_ahead_mono = now_mono
         # Ticks in a row that found no PostgreSQL primary (run's loop).
         self._failures = 0
 
@@ -183,6 +193,8 @@ class BeatEngine:
             self.ownership.rebalance_soon()
         gained, lost = self.ownership.maintain(mono)
         self._forget(lost)
+        # First: the runs claimed ahead whose instant has come are the only work left for them.
+        self._push_armed()
         now = self.clock.now()
         if gained:
             self._take_over(now, gained)
@@ -193,6 +205,7 @@ class BeatEngine:
         if changes is not None:
             self._take_changes(changes, mono)
         busy = self._claim_due()
+        self._claim_ahead(busy=busy)
         # Marks wait while a timer drain goes on too: written between two of its ticks, 7,000
         # marks held up the last 3,000 children of one parent by 0.3 s (bench/bench_dag.py).
         self._outbox.flush_due(draining=bool(self._backlog or self._carried or self._timers_more))
@@ -232,6 +245,7 @@ class BeatEngine:
         # node taking its first partitions (starting) claims in the heap's fair order.
         self._overdue_first = len(self.leases) > len(gained)
         self._sweep(now, only=gained, unpublished_after=timedelta(0))
+        self._arm_taken(now, gained)
         self._load_taken(now, gained)
         if self.ownership.waiting_for:
             # Loading a share takes a while; partitions handed to us meanwhile are taken now
@@ -239,6 +253,7 @@ class BeatEngine:
             handed = self.ownership.take_waiting()
             if handed:
                 self._sweep(now, only=handed, unpublished_after=timedelta(0))
+                self._arm_taken(now, handed)
                 self._load_taken(now, handed)
         if self._overdue:
             # Oldest first, then the backlog's priority and tenant order.
@@ -383,6 +398,7 @@ class BeatEngine:
     def _forget(self, partitions: Iterable[int]) -> None:
         gone = list(partitions)
         self.heap.drop_partitions(gone)
+        self._armed.drop_partitions(gone)
         self._outbox.drop_held(gone)
         if gone and (self._backlog or self._overdue):
             dropped = frozenset(gone)
@@ -485,6 +501,9 @@ class BeatEngine:
         mine = [job for job, partition in jobs.items() if partition in self.leases]
         for job in mine:
             self.heap.discard(job)
+        # An armed run stays (it is queued in PostgreSQL; a withdrawn one makes a message the
+        # worker drops), but its job's next firing is the row's to say now.
+        self._armed.forget_following(mine)
         if self._backlog or self._overdue:
             changed = frozenset(mine)
             self._backlog = [e for e in self._backlog if e.job_id not in changed]
@@ -515,8 +534,17 @@ class BeatEngine:
         if self._outbox.unsent:
             wait = min(wait, self._next_resend_mono - mono)
         head = self.heap.peek()
+        now = self.clock.now()
         if head is not None:
-            wait = min(wait, (head.due_at - self.clock.now()).total_seconds())
+            wait = min(wait, (head.due_at - now).total_seconds())
+        armed = self._armed.next_due()
+        if armed is not None:
+            wait = min(wait, (armed - now).total_seconds())
+        if self.config.claim_ahead_s and head is not None:
+            # The head enters the claim-ahead window before it is due; a pass that stopped
+            # for an armed instant goes on after it.
+            ahead = (head.due_at - now).total_seconds() - self.config.claim_ahead_s
+            wait = min(wait, max(ahead, self._next_ahead_mono - mono))
         return max(0.0, wait)
 
     # --- claims, timers, publish ------------------------------------------------------------
@@ -670,6 +698,7 @@ class BeatEngine:
         ahead: bool,
         mono: float | None = None,
         now: datetime | None = None,
+        until: datetime | None = None,
     ) -> ClaimBatch | None:
         mono = self.clock.monotonic() if mono is None else mono
         now = self.clock.now() if now is None else now
@@ -684,17 +713,25 @@ class BeatEngine:
             return None
         if not ahead:
             try:
-                return ClaimBatch(due, epochs, now, prepared=self._prepare(due, epochs, now))
+                prepared = self._prepare(due, epochs, now, until)
+                return ClaimBatch(due, epochs, now, prepared=prepared)
             except BaseException:
                 self._give_back(due)
                 raise
         future = self._preparer.submit(self._prepare, due, epochs, now)
         return ClaimBatch(due, epochs, now, future=future)
 
-    def _prepare(self, due: list[DueEntry], epochs: dict[int, int], now: datetime) -> Prepared:
+    def _prepare(
+        self,
+        due: list[DueEntry],
+        epochs: dict[int, int],
+        now: datetime,
+        until: datetime | None = None,
+    ) -> Prepared:
         prepared = prepare_claim(
-            due, epochs=epochs, now=now, quotas=self._quotas, mono=self.clock.monotonic()
-        )
+            due, epochs=epochs, now=now, quotas=self._quotas, mono=self.clock.monotonic(),
+            until=until,
+        )  # fmt: skip
         # Rendered before the claim commits (a run the claim does not insert wastes one
         # render), so that on the preparing thread the rendering overlaps the previous claim.
         return prepared, self._outbox.render(list(prepared.batch.queued.values()), epochs)
@@ -748,7 +785,7 @@ class BeatEngine:
             result = commit_claim(prepared, epochs=batch.epochs, now=batch.now)
         batch.committed, batch.reloading = True, frozenset(result.refused)
         due = batch.entries
-        self._push_within_horizon(result.next_due)
+        self._push_within_horizon(self._arm(result, rendered, now=batch.now))
         if result.deferred_firings:
             self._deferrals.add(result.deferred_firings, now=batch.now)
             metrics.count_deferrals(tenant for _job, tenant, _p, _due in result.deferred_firings)
@@ -781,6 +818,90 @@ class BeatEngine:
                 "refused": len(result.refused),
             },
         )
+
+    # --- claim ahead (docs/engine.md, "Claim ahead") ----------------------------------------
+
+    def _arm(self, result: ClaimResult, rendered: Rendered, *, now: datetime) -> list[DueEntry]:
+        """Hold the runs a claim queued for a later instant, each with its job's next firing;
+        ``result.queued`` keeps the runs due now. Returns the next firings for the heap."""
+        later = [r for r in result.queued if r.due_at is not None and r.due_at > now]
+        if not later:
+            return result.next_due
+        following = {entry.job_id: entry for entry in result.next_due}
+        for run in later:
+            job = result.job_of_run[run.run_id]
+            self._armed.arm(run, job, rendered.get(run.run_id), following.pop(job, None))
+        armed = {run.run_id for run in later}
+        result.queued = [r for r in result.queued if r.run_id not in armed]
+        return list(following.values())
+
+    def _push_armed(self) -> None:
+        """Push the armed runs whose instant has come, fenced as every push is (no stale
+        fence, docs/architecture.md, Invariants); their jobs' next firings enter the heap."""
+        runs, rendered, following = self._armed.pop_due(self.clock.now())
+        if following:
+            self._push_within_horizon(following)
+        if not runs:
+            return
+        sent = self._publish(runs, rendered, since=runs[0].due_at)
+        logger.info("beat.armed_push", extra={"node": self.config.node_id, "runs": len(runs),
+                                               "sent": sent})  # fmt: skip
+
+    def _claim_ahead(self, *, busy: bool) -> None:
+        """Nothing due: claim the firings due within claim_ahead_s now, batch by batch, for
+        at most max_claim_s and never into an armed run's instant, so that at each instant
+        only the push is left (docs/engine.md, "Claim ahead")."""
+        lead = self.config.claim_ahead_s
+        mono = self.clock.monotonic()
+        if busy or not lead or self._more_queued() or self._draining:
+            return
+        if mono < self._next_ahead_mono:
+            return
+        stop = min(mono + self.config.max_claim_s, self.ownership.next_due_mono)
+        while (mono := self.clock.monotonic()) < stop:
+            now = self.clock.now()
+            size = self._sizer.size()
+            armed = self._armed.next_due()
+            if armed is not None:
+                # A batch must end before the next armed push: by the last batches' time per
+                # row, with a margin for the push itself.
+                room = (armed - now).total_seconds() - _ARMED_MARGIN_S
+                per_row = self._sizer.per_row_s
+                fits = int(room / per_row) if per_row else size
+                if room <= 0 or fits < 1:
+                    self._next_ahead_mono = mono + max(0.0, room + _ARMED_MARGIN_S)
+                    return
+                size = min(size, fits)
+            entries = self.heap.pop_due(now + timedelta(seconds=lead), size)
+            if not entries:
+                return
+            self.heap.claiming(entries)
+            until = now + timedelta(seconds=lead)
+            batch = self._batch_of(entries, ahead=False, now=now, until=until)
+            if batch is None:
+                return
+            try:
+                self._commit(batch)
+            except BaseException:
+                self._give_back(batch.returnable())
+                raise
+        self._next_ahead_mono = mono
+
+    def _arm_taken(self, now: datetime, taken: Sequence[int]) -> None:
+        """Arm the runs the last owner of ``taken`` claimed ahead and had not pushed: queued
+        from their instant on, they would otherwise wait for the sweep, publish_sweep_after_s
+        past it."""
+        if not self.config.claim_ahead_s:
+            return
+        epochs = self.ownership.usable_epochs(self.clock.monotonic())
+        parts = sorted(set(taken) & epochs.keys())
+        found = claimed_ahead(parts, now=now, limit=_ARM_TAKEN_MAX)
+        if not found:
+            return
+        rendered = self._outbox.render([run for run, _job in found], epochs)
+        for run, job in found:
+            self._armed.arm(run, job, rendered.get(run.run_id))
+        logger.info("beat.armed_taken", extra={"node": self.config.node_id, "runs": len(found)})
 
     def _head_due(self) -> bool:
         head = self.heap.peek()

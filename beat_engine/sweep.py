@@ -12,6 +12,7 @@ still queued here. Two kinds are swept, each from its own partial index, oldest 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -120,5 +121,38 @@ def sweep_lost_publishes(
         cursor.execute(SWEEP_SQL, params)
         return [
             Swept(QueuedRun(row[0], row[1], row[2], row[3], row[4]), row[5])
+            for row in cursor.fetchall()
+        ]
+
+
+# Runs a partition's last owner claimed ahead and did not push (docs/engine.md, "Claim
+# ahead"): queued from their instant on, still to come. The same partial index as the sweep's
+# first branch (run_unpublished_by_partition), read from the other end of queued_at.
+CLAIMED_AHEAD_SQL = f"""
+SELECT r.id, r.attempt, r.partition, j.queue, j.priority, r.due_at, r.tenant_id, r.job_id
+  FROM (SELECT id, job_id, attempt, partition, due_at, tenant_id, queued_at
+          FROM jobs_jobrun
+         WHERE partition = ANY(%(partitions)s::int[]) AND state = '{_QUEUED}'
+           AND published_at IS NULL AND queued_at > %(now)s
+         ORDER BY queued_at
+         LIMIT %(limit)s) r
+ CROSS JOIN LATERAL (SELECT queue, priority FROM jobs_job WHERE id = r.job_id LIMIT 1) j
+ ORDER BY r.queued_at
+"""
+
+
+def claimed_ahead(
+    partitions: Sequence[int], *, now: datetime, limit: int
+) -> list[tuple[QueuedRun, uuid.UUID]]:
+    """Unpushed runs of ``partitions`` claimed ahead of an instant after ``now``, earliest
+    first, at most ``limit``, each with its job."""
+    if not partitions:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            CLAIMED_AHEAD_SQL, {"partitions": list(partitions), "now": now, "limit": limit}
+        )
+        return [
+            (QueuedRun(row[0], row[1], row[2], row[3], row[4], row[5], row[6]), row[7])
             for row in cursor.fetchall()
         ]

@@ -30,6 +30,12 @@ from jobs.worker_pools import release_task_connection
 
 logger = logging.getLogger(__name__)
 
+# A run delivered before its due instant is started again at it, up to this many times, each
+# wait at most this long: the push comes at the instant by the engine's reading of the database
+# clock, a few milliseconds from this worker's.
+_EARLY_TRIES = 3
+_EARLY_WAIT_MAX_S = 1.0
+
 _rng = random.SystemRandom()
 
 
@@ -195,19 +201,37 @@ def run_execute(
         return _execute(run_id=run_id, attempt=attempt, clock=clock, worker=worker, wake=wake)
 
 
+def _start(
+    run_id: uuid.UUID, attempt: int, worker_id: str, clock: Clock, wake: threading.Event
+) -> tuple[starts.StartResult, datetime]:
+    """The start's outcome and the instant it was made at."""
+    started_at = clock.now()
+    started = retry_on_failover(
+        starts.run_start, run_id=run_id, attempt=attempt, worker=worker_id, now=started_at
+    )
+    for _ in range(_EARLY_TRIES):
+        if started.outcome != starts.StartOutcome.EARLY or started.not_before is None:
+            break
+        # Pushed at its instant by a clock a little ahead of this one: started at the instant
+        # by this worker's reading of the database clock, never before it.
+        wake.wait(min((started.not_before - clock.now()).total_seconds(), _EARLY_WAIT_MAX_S))
+        started_at = clock.now()
+        started = retry_on_failover(
+            starts.run_start, run_id=run_id, attempt=attempt, worker=worker_id, now=started_at
+        )
+    return started, started_at
+
+
 def _execute(
     *, run_id: uuid.UUID, attempt: int, clock: Clock, worker: str | None, wake: threading.Event
 ) -> ExecutionOutcome:
     worker_id = worker or worker_name()
-    started_at = clock.now()
     # Repeated on a new connection while the primary is lost (jobs/db_failover.py): the start
     # is a compare-and-set queued -> running at this attempt, so when the lost try had
     # committed, the repeat finds the run already running and drops this delivery as stale;
     # the target is not run, and the reaper queues the next attempt once the lease lapses.
-    started = retry_on_failover(
-        starts.run_start, run_id=run_id, attempt=attempt, worker=worker_id, now=started_at
-    )
-    if started.outcome == starts.StartOutcome.STALE:
+    started, started_at = _start(run_id, attempt, worker_id, clock, wake)
+    if started.outcome in (starts.StartOutcome.STALE, starts.StartOutcome.EARLY):
         # At-least-once delivery: a redelivered or superseded message finds nothing to flip.
         logger.info(
             "execution.delivery.duplicate", extra={"run_id": str(run_id), "attempt": attempt}

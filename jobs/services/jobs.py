@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from beat_engine.backoff import RetryPolicy
 from beat_engine.partitions import partition_for
@@ -338,6 +338,28 @@ def _lock(job_id: uuid.UUID, expected_version: int | None) -> Job:
     return job
 
 
+# Runs claimed ahead of an instant still to come (docs/engine.md, "Claim ahead"), taken back
+# with the job row held (the job row first, then its runs: one lock order, docs/architecture.md,
+# Invariants). A run a worker started is running by then, and one whose instant has come is due;
+# neither matches, and a message already pushed for a withdrawn run finds nothing to start.
+_WITHDRAW_AHEAD_SQL = f"""
+DELETE FROM jobs_jobrun
+ WHERE job_id = %s AND state = '{RunState.QUEUED.value}' AND attempt = 1
+   AND published_at IS NULL AND due_at > %s
+RETURNING scheduled_for
+"""
+
+
+def _withdraw_claimed_ahead(job: Job, *, now: datetime) -> datetime | None:
+    """Undo the claims ahead of ``job`` (an edit or a pause between a claim ahead and its
+    instant): returns the earliest firing withdrawn, for the job to fire again from there as
+    edited, or not at all while paused."""
+    with connection.cursor() as cursor:
+        cursor.execute(_WITHDRAW_AHEAD_SQL, [job.id, now])
+        withdrawn = [row[0] for row in cursor.fetchall()]
+    return min(withdrawn, default=None)
+
+
 def _bump(job: Job, *, now: datetime) -> None:
     job.version += 1
     job.updated_at = now
@@ -374,8 +396,12 @@ def job_update(
     previous = job_schedule_fields(job)
     previous_limit = job.max_running_runs
     _apply_input(job, data, kind, spec)
+    withdrawn = _withdraw_claimed_ahead(job, now=now)
     if schedule_changed:
         job.next_fire_at = _first_fire(kind, spec, now=now) if spec is not None else None
+    elif withdrawn is not None:
+        # Claimed again, as edited (its queue, priority and target as they are now).
+        job.next_fire_at = withdrawn
     _bump(job, now=now)
     edges_changed = dependencies.edges_set(job, data.depends_on or [], now=now)
     if schedule_changed and not edges_changed:
@@ -397,6 +423,10 @@ def job_pause(*, job_id: uuid.UUID, expected_version: int | None = None, now: da
         return job
     if job.status != JobStatus.ACTIVE:
         raise InvalidTransition(f"only an active job can be paused; this one is {job.status}")
+    withdrawn = _withdraw_claimed_ahead(job, now=now)
+    if withdrawn is not None:
+        # Resuming fires it from there, by the job's catch-up policy.
+        job.next_fire_at = withdrawn
     job.status = JobStatus.PAUSED
     _bump(job, now=now)
     job_event_record(job, JobEventKind.PAUSED)

@@ -31,6 +31,10 @@ class StartOutcome(enum.Enum):
     # Its tenant's or job's running limit was reached: parked in retry_wait until a slot frees
     # (jobs/services/running_limits.py), no attempt spent.
     HELD = "held"
+    # Delivered before its due instant (a run claimed ahead, docs/engine.md "Claim ahead",
+    # pushed by a clock a few milliseconds ahead of this one): not started, nothing changed;
+    # the caller starts it again at ``not_before``.
+    EARLY = "early"
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,8 @@ class StartResult:
     run: StartedRun | None = None
     # The concurrency policy that held the run back (SKIPPED, DEFERRED); for HELD, the limit.
     policy: str = ""
+    # EARLY: the run's due instant.
+    not_before: datetime | None = None
 
 
 # One statement, so one round trip and one commit: the CAS on (id, attempt, state) still decides,
@@ -96,6 +102,8 @@ WITH refused AS (
       FROM jobs_job AS j, jobs_tenant AS t
      WHERE r.id = %(run_id)s AND r.attempt = %(attempt)s AND r.state = %(queued)s
        AND NOT r.cancel_requested
+       -- Never before its due instant (docs/architecture.md, Invariants).
+       AND (r.due_at IS NULL OR r.due_at <= %(now)s)
        AND j.id = r.job_id AND t.id = r.tenant_id
        AND ((j.concurrency_policy = %(allow)s AND {unlimited}) OR %(policy_applied)s)
     RETURNING r.id, r.attempt, r.epoch, r.queued_at, r.job_id, r.tenant_id, r.scheduled_for,
@@ -165,10 +173,13 @@ def _start_statement(params: dict[str, Any], *, policy_applied: bool) -> Started
     return None if row is None else _started_run(row)
 
 
-# The job's other runs in flight, read with its row locked (index run_in_flight_by_job).
+# The job's other runs in flight, read with its row locked (index run_in_flight_by_job). A run
+# claimed ahead of an instant still to come is not in flight yet: it neither holds this one back
+# nor is replaced by it (docs/engine.md, "Claim ahead").
 _SIBLINGS_SQL = """
 SELECT id, state, scheduled_for FROM jobs_jobrun
  WHERE job_id = %s AND state = ANY(%s) AND id <> %s
+   AND NOT (state = 'queued' AND due_at IS NOT NULL AND due_at > %s)
 """
 
 # Held back by the policy: skipped (it never started an attempt) or deferred to retry_wait
@@ -246,6 +257,16 @@ def _replace_older(params: dict[str, Any], replaced: Sequence[overlap.Sibling]) 
         )
 
 
+def _unstartable(row: Sequence[Any] | None, params: dict[str, Any]) -> StartResult | None:
+    """STALE when the run is not queued at this attempt, EARLY before its due instant."""
+    if row is None or (row[3], row[4]) != (RunState.QUEUED.value, params["attempt"]):
+        # Not this attempt's to start: a stale delivery holds nothing back, replaces nothing.
+        return StartResult(StartOutcome.STALE)
+    if row[8] is not None and row[8] > params["now"] and not row[5]:
+        return StartResult(StartOutcome.EARLY, not_before=row[8])
+    return None
+
+
 def _start_with_policy(params: dict[str, Any]) -> StartResult:
     """The start for jobs that forbid or replace overlap, with their job row locked.
 
@@ -261,7 +282,7 @@ def _start_with_policy(params: dict[str, Any]) -> StartResult:
         cursor.execute(
             """
             SELECT j.id, j.concurrency_policy, r.scheduled_for, r.state, r.attempt,
-                   r.cancel_requested, j.max_running_runs, r.tenant_id
+                   r.cancel_requested, j.max_running_runs, r.tenant_id, r.due_at
               FROM jobs_job AS j
               JOIN jobs_jobrun AS r ON r.job_id = j.id
              WHERE r.id = %s FOR NO KEY UPDATE OF j
@@ -269,9 +290,9 @@ def _start_with_policy(params: dict[str, Any]) -> StartResult:
             [run_id],
         )
         row = cursor.fetchone()
-        if row is None or (row[3], row[4]) != (RunState.QUEUED.value, params["attempt"]):
-            # Not this attempt's to start: a stale delivery holds nothing back, replaces nothing.
-            return StartResult(StartOutcome.STALE)
+        unstartable = _unstartable(row, params)
+        if unstartable is not None:
+            return unstartable
         job_id, policy, scheduled_for = row[0], row[1], row[2]
         if row[5]:
             # Cancelled before it started: the start statement ends it cancelled (cancel is
@@ -282,7 +303,7 @@ def _start_with_policy(params: dict[str, Any]) -> StartResult:
             )
         others: list[overlap.Sibling] = []
         if policy != ConcurrencyPolicy.ALLOW:
-            cursor.execute(_SIBLINGS_SQL, [job_id, _IN_FLIGHT, run_id])
+            cursor.execute(_SIBLINGS_SQL, [job_id, _IN_FLIGHT, run_id, params["now"]])
             others = [overlap.Sibling(r[0], RunState(r[1]), r[2]) for r in cursor.fetchall()]
         decision = overlap.decide(
             policy, scheduled_for=scheduled_for, attempt=params["attempt"], others=others

@@ -37,8 +37,13 @@ def make_engine(clock: Clock, node_id: str = "node-a", **overrides: Any) -> Beat
 
     The broker queue's bound is the fixed one unless a test asks for the adaptive one
     (``broker_queue_target_wait_s``): no worker drains these queues, and a drain rate measured
-    on a clock the test moves by whole seconds would size the bound from nothing."""
+    on a clock the test moves by whole seconds would size the bound from nothing.
+
+    Firings are claimed at their instant unless a test asks for a claim ahead
+    (``claim_ahead_s``, tests/integration/test_engine_claim_ahead.py): most tests step the
+    clock up to an instant and look at what the claim did there."""
     overrides.setdefault("broker_queue_target_wait_s", 0.0)
+    overrides.setdefault("claim_ahead_s", 0.0)
     config = EngineConfig.from_settings(node_id=node_id, **overrides)
     client = redis.Redis.from_url(config.redis_url)
     engine = BeatEngine(

@@ -1,0 +1,221 @@
+"""Claim ahead (docs/engine.md, "Claim ahead"): a firing is written before its instant and
+pushed at it; an edit, pause or cancel in between fires as edited or not at all; a start before
+the instant changes nothing; a node that takes the partition over pushes what its last owner
+claimed ahead."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+import redis
+
+from beat_engine.engine import BeatEngine
+from jobs.models import Job, JobRun
+from jobs.services import starts
+from jobs.services.jobs import job_cancel, job_input_from, job_pause, job_resume, job_update
+from jobs.states import RunState
+from tests.support.beat_nodes import broker_messages, make_engine, message_args
+from tests.support.clock import FakeClock
+from tests.support.factories import T0, job_factory, run_factory
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+INSTANT = T0 + timedelta(minutes=1)
+AHEAD_S = 10.0
+
+
+def _engine(clock: FakeClock, node: str = "node-a") -> BeatEngine:
+    return make_engine(clock, node, claim_ahead_s=AHEAD_S, lookahead_s=30.0)
+
+
+def _pushed_run_ids(client: redis.Redis, queue: str = "scheduler") -> list[uuid.UUID]:
+    return [uuid.UUID(str(message_args(m)[0])) for m in broker_messages(client, queue)]
+
+
+def _claim_ahead(clock: FakeClock, engine: BeatEngine) -> None:
+    """Tick 5 s before INSTANT: the firing is inside the claim-ahead window."""
+    clock.advance(INSTANT - timedelta(seconds=5) - clock.now())
+    engine.tick()
+
+
+def _tick_at(clock: FakeClock, engine: BeatEngine, at: datetime) -> None:
+    clock.advance(at - clock.now())
+    engine.tick()
+
+
+def test_firing_is_written_ahead_and_pushed_at_its_instant(redis_client: redis.Redis) -> None:
+    job = job_factory(cron="* * * * *")
+    clock = FakeClock(T0)
+    engine = _engine(clock)
+
+    _claim_ahead(clock, engine)
+
+    run = JobRun.objects.get(job=job)
+    assert (run.scheduled_for, run.state, run.attempt) == (INSTANT, RunState.QUEUED, 1)
+    assert (run.due_at, run.queued_at, run.published_at) == (INSTANT, INSTANT, None)
+    job.refresh_from_db()
+    assert job.next_fire_at == INSTANT + timedelta(minutes=1)
+    assert _pushed_run_ids(redis_client) == []
+
+    _tick_at(clock, engine, INSTANT - timedelta(milliseconds=1))
+    assert _pushed_run_ids(redis_client) == [], "pushed before its instant"
+
+    _tick_at(clock, engine, INSTANT)
+    assert _pushed_run_ids(redis_client) == [run.id]
+    # The job's next firing entered the heap once the armed run was pushed: it is claimed
+    # ahead in its turn, once, not a second time for this instant.
+    _tick_at(clock, engine, INSTANT + timedelta(seconds=55))
+    assert JobRun.objects.filter(job=job).count() == 2
+    assert _pushed_run_ids(redis_client) == [run.id]
+
+
+def test_a_start_before_the_instant_is_early_and_changes_nothing(
+    redis_client: redis.Redis,
+) -> None:
+    job = job_factory(cron="* * * * *")
+    clock = FakeClock(T0)
+    _claim_ahead(clock, _engine(clock))
+    run = JobRun.objects.get(job=job)
+
+    early = starts.run_start(
+        run_id=run.id, attempt=1, worker="w", now=INSTANT - timedelta(milliseconds=3)
+    )
+
+    assert early.outcome == starts.StartOutcome.EARLY
+    assert early.not_before == INSTANT
+    run.refresh_from_db()
+    assert (run.state, run.attempt, run.started_at) == (RunState.QUEUED, 1, None)
+    on_time = starts.run_start(run_id=run.id, attempt=1, worker="w", now=INSTANT)
+    assert on_time.outcome == starts.StartOutcome.STARTED
+
+
+def test_edit_between_the_claim_ahead_and_the_instant_fires_as_edited(
+    redis_client: redis.Redis,
+) -> None:
+    job = job_factory(cron="* * * * *", queue="scheduler")
+    clock = FakeClock(T0)
+    engine = _engine(clock)
+    _claim_ahead(clock, engine)
+    early = JobRun.objects.get(job=job)
+
+    edited = dataclasses.replace(job_input_from(Job.objects.get(id=job.id)), queue="edited")
+    job_update(job_id=job.id, data=edited, expected_version=None, now=clock.now())
+
+    assert not JobRun.objects.filter(id=early.id).exists(), "the claim ahead was not withdrawn"
+    job.refresh_from_db()
+    assert job.next_fire_at == INSTANT
+    engine._reload_jobs({job.id: job.partition})
+    _tick_at(clock, engine, INSTANT)
+
+    run = JobRun.objects.get(job=job)
+    assert run.scheduled_for == INSTANT
+    assert _pushed_run_ids(redis_client, "edited") == [run.id]
+    # The message pushed for the withdrawn run starts nothing.
+    assert _pushed_run_ids(redis_client) == [early.id]
+    stale = starts.run_start(run_id=early.id, attempt=1, worker="w", now=INSTANT)
+    assert stale.outcome == starts.StartOutcome.STALE
+
+
+def test_schedule_edit_between_the_claim_ahead_and_the_instant_drops_the_old_firing(
+    redis_client: redis.Redis,
+) -> None:
+    job = job_factory(cron="* * * * *")
+    clock = FakeClock(T0)
+    engine = _engine(clock)
+    _claim_ahead(clock, engine)
+
+    edited = dataclasses.replace(job_input_from(Job.objects.get(id=job.id)), cron="0 * * * *")
+    job_update(job_id=job.id, data=edited, expected_version=None, now=clock.now())
+    engine._reload_jobs({job.id: job.partition})
+    _tick_at(clock, engine, INSTANT + timedelta(seconds=1))
+
+    assert not JobRun.objects.filter(job=job).exists()
+    job.refresh_from_db()
+    assert job.next_fire_at == T0 + timedelta(hours=1)
+
+
+def test_pause_between_the_claim_ahead_and_the_instant_fires_nothing_until_resumed(
+    redis_client: redis.Redis,
+) -> None:
+    job = job_factory(cron="* * * * *", catchup_policy="replay_all")
+    clock = FakeClock(T0)
+    engine = _engine(clock)
+    _claim_ahead(clock, engine)
+    early = JobRun.objects.get(job=job)
+
+    job_pause(job_id=job.id, now=clock.now())
+    engine._reload_jobs({job.id: job.partition})
+    _tick_at(clock, engine, INSTANT + timedelta(seconds=1))
+
+    assert not JobRun.objects.filter(job=job).exists()
+    assert starts.run_start(run_id=early.id, attempt=1, worker="w", now=INSTANT).outcome == (
+        starts.StartOutcome.STALE
+    )
+    job_resume(job_id=job.id, now=clock.now())
+    engine._reload_jobs({job.id: job.partition})
+    _tick_at(clock, engine, INSTANT + timedelta(seconds=2))
+    resumed = JobRun.objects.get(job=job)
+    assert (resumed.scheduled_for, resumed.state) == (INSTANT, RunState.QUEUED)
+    assert resumed.id in _pushed_run_ids(redis_client)
+
+
+def test_cancel_between_the_claim_ahead_and_the_instant_fires_nothing(
+    redis_client: redis.Redis,
+) -> None:
+    job = job_factory(cron="* * * * *")
+    clock = FakeClock(T0)
+    engine = _engine(clock)
+    _claim_ahead(clock, engine)
+    early = JobRun.objects.get(job=job)
+
+    job_cancel(job_id=job.id, now=clock.now())
+    _tick_at(clock, engine, INSTANT)
+
+    early.refresh_from_db()
+    assert early.state == RunState.CANCELLED
+    assert starts.run_start(run_id=early.id, attempt=1, worker="w", now=INSTANT).outcome == (
+        starts.StartOutcome.STALE
+    )
+    assert JobRun.objects.filter(job=job).count() == 1
+
+
+@pytest.mark.parametrize("policy", ["forbid", "replace"])
+def test_a_run_claimed_ahead_is_not_in_flight_for_the_concurrency_policy(
+    redis_client: redis.Redis, policy: str
+) -> None:
+    job = job_factory(cron="* * * * *", concurrency_policy=policy)
+    due = run_factory(
+        job, scheduled_for=INSTANT, state=RunState.QUEUED, attempt=1, queued_at=INSTANT
+    )
+    later = INSTANT + timedelta(minutes=1)
+    ahead = run_factory(job, scheduled_for=later, state=RunState.QUEUED, attempt=1, queued_at=later)
+
+    started = starts.run_start(run_id=due.id, attempt=1, worker="w", now=INSTANT)
+
+    assert started.outcome == starts.StartOutcome.STARTED
+    ahead.refresh_from_db()
+    assert (ahead.state, ahead.cancel_requested) == (RunState.QUEUED, False)
+
+
+def test_a_node_taking_the_partitions_over_pushes_what_its_last_owner_claimed_ahead(
+    redis_client: redis.Redis,
+) -> None:
+    jobs = [job_factory(cron="* * * * *") for _ in range(5)]
+    clock = FakeClock(T0)
+    first = _engine(clock, "node-a")
+    _claim_ahead(clock, first)
+    claimed = set(JobRun.objects.values_list("id", flat=True))
+    assert len(claimed) == len(jobs)
+    # Gone without pushing them: its leases are released, its memory with it.
+    first.shutdown()
+
+    second = _engine(clock, "node-b")
+    second.tick()
+    assert _pushed_run_ids(redis_client) == []
+    _tick_at(clock, second, INSTANT)
+
+    assert sorted(_pushed_run_ids(redis_client)) == sorted(claimed)
+    assert JobRun.objects.count() == len(jobs)
