@@ -671,13 +671,8 @@ class BeatEngine:
         if preparing is not None:
             preparing.wait()
         behind = self._take_batch(ahead=False, due=due, now=now)
-        if behind is None:
-            return
-        try:
-            self._commit(behind)
-        except BaseException:
-            self._give_back(behind.returnable())
-            raise
+        if behind is not None:
+            self._commit_or_give_back(behind)
 
     def _take_batch(
         self, *, ahead: bool, due: list[DueEntry] | None = None, now: datetime | None = None
@@ -771,6 +766,14 @@ class BeatEngine:
 
     def _give_back(self, entries: Iterable[DueEntry]) -> None:
         self.heap.push_many(e for e in entries if e.partition in self.leases)
+
+    def _commit_or_give_back(self, batch: ClaimBatch) -> None:
+        """Commit a batch claimed on its own; if that fails, what it holds goes back."""
+        try:
+            self._commit(batch)
+        except BaseException:
+            self._give_back(batch.returnable())
+            raise
 
     def _commit(self, batch: ClaimBatch) -> None:
         started = self.clock.monotonic()
@@ -880,11 +883,7 @@ class BeatEngine:
             batch = self._batch_of(entries, ahead=False, now=now, until=until)
             if batch is None:
                 return
-            try:
-                self._commit(batch)
-            except BaseException:
-                self._give_back(batch.returnable())
-                raise
+            self._commit_or_give_back(batch)
         self._next_ahead_mono = mono
 
     def _arm_taken(self, now: datetime, taken: Sequence[int]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 import redis
@@ -39,6 +40,15 @@ def _claim_ahead(clock: FakeClock, engine: BeatEngine) -> None:
     """Tick 5 s before INSTANT: the firing is inside the claim-ahead window."""
     clock.advance(INSTANT - timedelta(seconds=5) - clock.now())
     engine.tick()
+
+
+def _claimed_ahead_job(**fields: Any) -> tuple[Job, FakeClock, BeatEngine, JobRun]:
+    """A minutely job whose INSTANT firing an engine has claimed ahead, and that run."""
+    job = job_factory(cron="* * * * *", **fields)
+    clock = FakeClock(T0)
+    engine = _engine(clock)
+    _claim_ahead(clock, engine)
+    return job, clock, engine, JobRun.objects.get(job=job)
 
 
 def _tick_at(clock: FakeClock, engine: BeatEngine, at: datetime) -> None:
@@ -95,11 +105,7 @@ def test_a_start_before_the_instant_is_early_and_changes_nothing(
 def test_edit_between_the_claim_ahead_and_the_instant_fires_as_edited(
     redis_client: redis.Redis,
 ) -> None:
-    job = job_factory(cron="* * * * *", queue="scheduler")
-    clock = FakeClock(T0)
-    engine = _engine(clock)
-    _claim_ahead(clock, engine)
-    early = JobRun.objects.get(job=job)
+    job, clock, engine, early = _claimed_ahead_job(queue="scheduler")
 
     edited = dataclasses.replace(job_input_from(Job.objects.get(id=job.id)), queue="edited")
     job_update(job_id=job.id, data=edited, expected_version=None, now=clock.now())
@@ -140,11 +146,7 @@ def test_schedule_edit_between_the_claim_ahead_and_the_instant_drops_the_old_fir
 def test_pause_between_the_claim_ahead_and_the_instant_fires_nothing_until_resumed(
     redis_client: redis.Redis,
 ) -> None:
-    job = job_factory(cron="* * * * *", catchup_policy="replay_all")
-    clock = FakeClock(T0)
-    engine = _engine(clock)
-    _claim_ahead(clock, engine)
-    early = JobRun.objects.get(job=job)
+    job, clock, engine, early = _claimed_ahead_job(catchup_policy="replay_all")
 
     job_pause(job_id=job.id, now=clock.now())
     engine._reload_jobs({job.id: job.partition})
@@ -165,11 +167,7 @@ def test_pause_between_the_claim_ahead_and_the_instant_fires_nothing_until_resum
 def test_cancel_between_the_claim_ahead_and_the_instant_fires_nothing(
     redis_client: redis.Redis,
 ) -> None:
-    job = job_factory(cron="* * * * *")
-    clock = FakeClock(T0)
-    engine = _engine(clock)
-    _claim_ahead(clock, engine)
-    early = JobRun.objects.get(job=job)
+    job, clock, engine, early = _claimed_ahead_job()
 
     job_cancel(job_id=job.id, now=clock.now())
     _tick_at(clock, engine, INSTANT)
