@@ -349,6 +349,10 @@ DELETE FROM jobs_jobrun
 RETURNING scheduled_for
 """
 
+_LAST_KEPT_FIRING_SQL = """
+SELECT max(scheduled_for) FROM jobs_jobrun WHERE job_id = %s AND scheduled_for < %s
+"""
+
 
 def _withdraw_claimed_ahead(job: Job, *, now: datetime) -> datetime | None:
     """Undo the claims ahead of ``job`` (an edit or a pause between a claim ahead and its
@@ -356,8 +360,13 @@ def _withdraw_claimed_ahead(job: Job, *, now: datetime) -> datetime | None:
     edited, or not at all while paused."""
     with connection.cursor() as cursor:
         cursor.execute(_WITHDRAW_AHEAD_SQL, [job.id, now])
-        withdrawn = [row[0] for row in cursor.fetchall()]
-    return min(withdrawn, default=None)
+        earliest = min((row[0] for row in cursor.fetchall()), default=None)
+        if earliest is not None and job.last_fire_at is not None and job.last_fire_at >= earliest:
+            # The claim ahead recorded its firings as the job's last; withdrawn, they never
+            # happened, so the last firing is the latest one still on record before them.
+            cursor.execute(_LAST_KEPT_FIRING_SQL, [job.id, earliest])
+            job.last_fire_at = cursor.fetchone()[0]
+    return earliest
 
 
 def _bump(job: Job, *, now: datetime) -> None:

@@ -148,7 +148,11 @@ def test_pause_between_the_claim_ahead_and_the_instant_fires_nothing_until_resum
 ) -> None:
     job, clock, engine, early = _claimed_ahead_job(catchup_policy="replay_all")
 
+    job.refresh_from_db()
+    assert job.last_fire_at == INSTANT  # the claim ahead recorded it as fired
     job_pause(job_id=job.id, now=clock.now())
+    job.refresh_from_db()
+    assert job.last_fire_at is None  # withdrawn: it never fired, and nothing fired before it
     engine._reload_jobs({job.id: job.partition})
     _tick_at(clock, engine, INSTANT + timedelta(seconds=1))
 
