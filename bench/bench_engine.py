@@ -277,10 +277,17 @@ def _node_cpu(pid: int) -> float:
 def bench_nodes(count: int, nodes: int) -> tuple[float, float, float]:
     """A spike of ``count`` firings handled by ``nodes`` real `manage.py beat_engine` nodes:
     (seconds until all published, firings/s, node CPU seconds per 1,000 firings)."""
+    from django.conf import settings
+
     from beat_engine.clock import SystemClock
 
-    _seed(count, anchor=SystemClock().now() + timedelta(days=1), spread_ms=1, interval_s=86_400,
-          prefix="nodes-")  # fmt: skip
+    # Registered before the nodes start and due beyond their first horizon, as a real spike
+    # is: each firing enters the heap as the horizon reaches it, lookahead_s before its
+    # instant (and is claimed ahead within claim_ahead_s of it). The nodes have that long to
+    # start and split the partitions.
+    lead = timedelta(seconds=settings.SCHEDULER["LOOKAHEAD_S"] + 5)
+    anchor = SystemClock().now() + lead
+    _seed(count, anchor=anchor, spread_ms=1, interval_s=86_400, prefix="nodes-")
     log = (ROOT / ".local" / "engine-bench" / f"nodes-{nodes}.log").open("w")
     procs = [
         subprocess.Popen(
@@ -292,12 +299,6 @@ def bench_nodes(count: int, nodes: int) -> tuple[float, float, float]:
         )
         for i in range(nodes)
     ]
-    # Long enough for the nodes to start and split the partitions (a few renewal periods).
-    anchor = SystemClock().now() + timedelta(seconds=12)
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("UPDATE jobs_job SET next_fire_at = %s, anchor_at = %s", [anchor, anchor])
     while SystemClock().now() < anchor - timedelta(seconds=0.5):
         time.sleep(0.1)
     cpu0 = sum(_node_cpu(p.pid) for p in procs)
