@@ -79,6 +79,12 @@ DATABASE_URL = env_str("DATABASE_URL", "postgresql://postgres@localhost:5432/sch
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The worker's start and outcome statements are prepared on its connection (jobs/prepared.py);
+# Django's own statements never are (it binds on the client). Off (None) behind a
+# transaction-pooling PgBouncer older than 1.21, which cannot keep a prepared statement.
+DATABASES["default"]["OPTIONS"]["prepare_threshold"] = (
+    5 if env_bool("SCHEDULER_PREPARED_STATEMENTS", True) else None
+)
 if under_gevent():
     # A gevent worker runs every task on a new greenlet, each with a connection of its own:
     # they borrow from a pool of at most this many, instead of opening one per task

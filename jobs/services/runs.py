@@ -15,7 +15,7 @@ from django.db import OperationalError, connection, transaction
 from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
-from jobs import metrics
+from jobs import metrics, prepared
 from jobs.db_failover import retry_on_failover
 from jobs.models import DeadLetter, JobRun, RunAttempt
 from jobs.notify import notify_runs_cancelled, notify_timers_due
@@ -152,10 +152,12 @@ WITH finished AS (
      WHERE id = %(run_id)s AND attempt = %(attempt)s AND state = %(running)s
     RETURNING id, attempt, job_id, tenant_id, dedup_key, state
 ), closed AS (
+    -- The run id once more as a constant: the attempts are partitioned by it too, and only a
+    -- constant lets PostgreSQL prune to the run's own partition instead of probing every day's.
     UPDATE jobs_runattempt AS a
        SET outcome = %(outcome)s, error = %(last_error)s, finished_at = %(now)s
       FROM finished AS f
-     WHERE a.run_id = f.id AND a.attempt = f.attempt
+     WHERE a.run_id = %(run_id)s AND a.run_id = f.id AND a.attempt = f.attempt
 ){keyed}{released}
 SELECT job_id, tenant_id, state, {child_partitions}, {released_partitions} FROM finished
 """
@@ -300,9 +302,7 @@ def _finish(
         "now": now,
         "key_expires_at": now + dedup_ttl(),
     }
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+    row = prepared.fetch_one(sql, params)
     if row is None:
         _note_refused(run_id=run_id, attempt=attempt, outcome=outcome, error=error, now=now)
         return None

@@ -13,6 +13,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from beat_engine.backoff import RetryPolicy
+from jobs import prepared
 from jobs.models import ConcurrencyPolicy
 from jobs.services import overlap, running_limits
 from jobs.services.runs import run_lease
@@ -167,9 +168,7 @@ def _started_run(row: Sequence[Any]) -> StartedRun:
 
 
 def _start_statement(params: dict[str, Any], *, policy_applied: bool) -> StartedRun | None:
-    with connection.cursor() as cursor:
-        cursor.execute(_START_SQL, {**params, "policy_applied": policy_applied})
-        row = cursor.fetchone()
+    row = prepared.fetch_one(_START_SQL, {**params, "policy_applied": policy_applied})
     return None if row is None else _started_run(row)
 
 

@@ -45,6 +45,8 @@ class Held(enum.Enum):
 # start opened is dropped (the attempt never ran the target, or its answer was "not now"), and
 # the firing's reason counts one more wait. Cancel is final (docs/architecture.md, Invariants):
 # a run whose cancel was requested meanwhile ends cancelled, its attempt row closed as such.
+# The attempts are matched on the run id as a constant too, which prunes them to the run's
+# partition (as the outcome statement does, jobs/services/runs.py).
 _PARK_SQL = f"""
 WITH parked AS (
     UPDATE jobs_jobrun
@@ -61,14 +63,14 @@ WITH parked AS (
     RETURNING id, job_id, tenant_id, scheduled_for, state
 ), dropped AS (
     DELETE FROM jobs_runattempt AS a USING parked AS p
-     WHERE a.run_id = p.id AND a.attempt = %(attempt)s
+     WHERE a.run_id = %(run_id)s AND a.run_id = p.id AND a.attempt = %(attempt)s
        AND p.state = '{RunState.RETRY_WAIT.value}'
 ), closed AS (
     UPDATE jobs_runattempt AS a
        SET outcome = '{AttemptOutcome.CANCELLED.value}', finished_at = %(now)s,
            error = 'cancelled on request'
       FROM parked AS p
-     WHERE a.run_id = p.id AND a.attempt = %(attempt)s
+     WHERE a.run_id = %(run_id)s AND a.run_id = p.id AND a.attempt = %(attempt)s
        AND p.state = '{RunState.CANCELLED.value}'
 ), reason AS (
     INSERT INTO jobs_decisionreason (job_id, tenant_id, kind, first_at, last_at, count,

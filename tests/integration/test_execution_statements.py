@@ -215,3 +215,24 @@ def test_a_quick_run_costs_two_statements_and_no_heartbeat() -> None:
     # The start and the outcome; the target ran on a reused thread and wrote nothing itself.
     assert len(queries) == 2
     assert JobRun.objects.get(id=run.id).heartbeat_at == JobRun.objects.get(id=run.id).started_at
+
+
+def test_the_start_and_the_outcome_are_prepared_once_per_connection() -> None:
+    job = job_factory()
+    runs = [_queued(job, offset_s=60 * n) for n in range(3)]
+
+    for run in runs:
+        assert run_start(run_id=run.id, attempt=1, worker="w", now=NOW).outcome == (
+            StartOutcome.STARTED
+        )
+        assert run_succeed(run_id=run.id, attempt=1, now=NOW, result=None)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%jobs_jobrun%'"
+        )
+        prepared = [row[0] for row in cursor.fetchall()]
+    # One start and one success statement, each prepared at its first run and reused after.
+    assert len(prepared) == 2, prepared
+    assert any("WITH refused AS" in text for text in prepared)
+    assert any("WITH finished AS" in text for text in prepared)
