@@ -50,7 +50,7 @@ class EngineConfig:
     max_claim_s: float = 0.5
     # Firings due within this long are claimed ahead of their instant when nothing is due, and
     # pushed at it (docs/engine.md, "Claim ahead"); 0 claims each firing at its instant.
-    claim_ahead_s: float = 10.0
+    claim_ahead_s: float = 20.0
     # While a backlog drains, each claim batch takes as many rows (at most claim_batch) as
     # fit in about this long by the last batches' time per row (beat_engine/batch_sizer.py):
     # the longest a firing of another tenant waits for the batch in hand. 0: claim_batch.
@@ -133,7 +133,7 @@ class EngineConfig:
             "claim_batch_target_s": float(sched.get("CLAIM_BATCH_TARGET_S", 0.25)),
             # Never beyond the look-ahead: only the heap's firings can be claimed ahead.
             "claim_ahead_s": min(
-                float(sched.get("CLAIM_AHEAD_S", 10.0)), float(sched["LOOKAHEAD_S"])
+                float(sched.get("CLAIM_AHEAD_S", 20.0)), float(sched["LOOKAHEAD_S"])
             ),
             "low_priority_share": float(sched.get("LOW_PRIORITY_SHARE", 0.1)),
             "broker_queue_bound": int(sched.get("BROKER_QUEUE_MAX_DEPTH", 100_000)),
