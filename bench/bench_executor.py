@@ -279,8 +279,9 @@ def main() -> int:
         "announcements, outcome-write retries, policy checks and database-clock leases: "
         "overhead 7.55 and 4.92 ms before, 6.74 and 4.60 ms after (no measurable change; the "
         "spread between pairs is the shared host). 2026-12-03, --quick, two alternating pairs "
-        "with 64 day partitions: before the prepared start and outcome and the attempts pruned "
-        "to the run's partition, 8.95 and 10.19 ms per run (overhead 7.74 and 8.78 ms); after, "
+        "with 63 day partitions and the default one: before the prepared start and outcome "
+        "and the attempts pruned to the run's partition, 8.95 and 10.19 ms per run (overhead "
+        "7.74 and 8.78 ms); after, "
         "5.74 and 6.50 ms (4.53 and 5.16 ms); the bare task 1.21-1.40 ms.\n"
     )
     print(section)
