@@ -22,8 +22,9 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import psycopg
 from django.db import connection
+
+from beat_engine.fencing import server_cursor
 
 
 def fetch_one(sql: str, params: Mapping[str, Any]) -> Sequence[Any] | None:
@@ -34,7 +35,6 @@ def fetch_one(sql: str, params: Mapping[str, Any]) -> Sequence[Any] | None:
     (``django.db.OperationalError`` and the rest), so the failover and retry paths see them
     alike."""
     connection.close_if_health_check_failed()
-    connection.ensure_connection()
     executor: Callable[..., Sequence[Any] | None] = _prepared_fetch_one
     for wrapper in reversed(connection.execute_wrappers):
         executor = functools.partial(wrapper, executor)
@@ -45,6 +45,6 @@ def fetch_one(sql: str, params: Mapping[str, Any]) -> Sequence[Any] | None:
 def _prepared_fetch_one(
     sql: str, params: Mapping[str, Any], many: bool, context: dict[str, Any]
 ) -> Sequence[Any] | None:
-    with psycopg.Cursor(connection.connection) as cursor:
+    with server_cursor() as cursor:
         cursor.execute(sql, params, prepare=True)
         return cursor.fetchone()
