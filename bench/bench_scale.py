@@ -46,7 +46,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_engine import _setup  # noqa: E402
+from bench.bench_engine import _node_cpu, _setup  # noqa: E402
+from bench.bench_fairness import _sql  # noqa: E402
 from bench.docs_section import replace_records, replace_section  # noqa: E402
 
 TITLE = "Design scale"
@@ -111,14 +112,6 @@ SELECT gen_random_uuid(), %(tenant0)s + i %% %(tenants)s, 'scale-' || i, '', 'ap
    CASE WHEN i < %(b_hourly)s THEN interval '60 seconds' ELSE interval '0' END AS jitter
  ) AS g
 """
-
-
-def _sql(query: str, params: Any = None) -> list[tuple[Any, ...]]:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(query, params)
-        return list(cursor.fetchall()) if cursor.description else []
 
 
 def bounds(registered: int, spike: int) -> dict[str, int]:
@@ -199,11 +192,6 @@ def _rss_mib(pid: int) -> float:
     return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
 
 
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _wait_owned(proc: subprocess.Popen[str], start: float, ready: list[float]) -> None:
     assert proc.stderr is not None
     for line in proc.stderr:
@@ -274,13 +262,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rss_start = [_rss_mib(p.pid) for p in procs]
     while SystemClock().now() < t0:
         time.sleep(0.2)
-    cpu0 = [_cpu_s(p.pid) for p in procs]
+    cpu0 = [_node_cpu(p.pid) for p in procs]
     end = t0 + timedelta(seconds=args.steady_s)
     rss_max = list(rss_start)
     while SystemClock().now() < end + timedelta(seconds=15):
         time.sleep(1)
         rss_max = [max(m, _rss_mib(p.pid)) for m, p in zip(rss_max, procs, strict=True)]
-    cpu = sum(_cpu_s(p.pid) for p in procs) - sum(cpu0)
+    cpu = sum(_node_cpu(p.pid) for p in procs) - sum(cpu0)
     for proc in procs:
         proc.terminate()
     for proc in procs:
