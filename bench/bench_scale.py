@@ -25,7 +25,7 @@ through the window. No worker executes the runs: a drain empties the broker's li
 0.2 s, as workers taking the messages would, and the run lease is 15 minutes so that the
 sweep sends no message again for a run that nobody started within the window. Measured: node
 start-up (process start to its first owned partition), node RSS, publish lateness
-(``published_at - due_at``) of every firing in the window, and of the spike's firings alone.
+(``published_at - due_at``) of every firing in the window, of the spike's alone and of the rest.
 With --write-docs replaces the "## Design scale" section of docs/benchmarks.md and its records
 (source "bench-scale").
 """
