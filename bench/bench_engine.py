@@ -257,15 +257,20 @@ def bench_registered(count: int) -> dict[str, str]:
             ready = time.monotonic() - start
             break
     time.sleep(5)
-    status = Path(f"/proc/{proc.pid}/status").read_text()
-    rss_kb = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+    rss_mib = _rss_mib(proc.pid)
     proc.terminate()
     proc.wait(timeout=30)
     return {
         f"registered jobs (seeded in {seeded:.1f}s)": f"{count:,}",
         "node start-up to owning all partitions (s, incl. Django import)": f"{ready:.2f}",
-        "node RSS after first horizon load (MiB)": f"{rss_kb / 1024:.1f}",
+        "node RSS after first horizon load (MiB)": f"{rss_mib:.1f}",
     }
+
+
+def _rss_mib(pid: int) -> float:
+    """Resident memory of a process now, in MiB, from /proc."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
 
 
 def _node_cpu(pid: int) -> float:

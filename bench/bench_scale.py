@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -46,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_engine import _node_cpu, _setup  # noqa: E402
+from bench.bench_engine import _node_cpu, _rss_mib, _setup  # noqa: E402
 from bench.bench_fairness import _sql  # noqa: E402
 from bench.docs_section import replace_records, replace_section  # noqa: E402
 
@@ -169,7 +168,7 @@ def seed(registered: int, spike: int, t0: datetime, spike_at: datetime) -> float
     return time.monotonic() - start
 
 
-def _drain(stop: threading.Event, trimmed: list[int]) -> None:
+def _drain(stop: threading.Event) -> None:
     """Empties the broker's lists, as workers taking every message would."""
     import redis
     from django.conf import settings
@@ -182,14 +181,8 @@ def _drain(stop: threading.Event, trimmed: list[int]) -> None:
     while not stop.wait(0.2):
         pipe = client.pipeline(transaction=True)
         for key in keys:
-            pipe.llen(key)
             pipe.ltrim(key, 1, 0)
-        trimmed[0] += sum(int(n) for n in pipe.execute()[::2])
-
-
-def _rss_mib(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+        pipe.execute()
 
 
 def _wait_owned(proc: subprocess.Popen[str], start: float, ready: list[float]) -> None:
@@ -210,19 +203,18 @@ def _lateness(
     if spike_at is not None:
         where += " AND due_at = %s" if spike else " AND due_at <> %s"
         params.append(spike_at)
-    (n, p50, p99, worst, last, published), = _sql(
+    (n, p50, p99, worst, published), = _sql(
         f"""
         SELECT count(*),
                percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM lateness)),
                percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM lateness)),
-               max(extract(epoch FROM lateness)), max(published_at),
-               count(published_at)
+               max(extract(epoch FROM lateness)), count(published_at)
           FROM jobs_jobrun WHERE {where}
         """,
         params,
     )  # fmt: skip
     return {"runs": int(n), "published": int(published), "p50_s": float(p50 or 0),
-            "p99_s": float(p99 or 0), "max_s": float(worst or 0), "last": last}  # fmt: skip
+            "p99_s": float(p99 or 0), "max_s": float(worst or 0)}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -242,10 +234,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(0.2)
     env = {**os.environ, "SCHEDULER_RUN_LEASE_S": "900",
            "SCHEDULER_BROKER_QUEUE_TARGET_WAIT_S": "0"}  # fmt: skip
-    stop, trimmed = threading.Event(), [0]
-    drain = threading.Thread(target=_drain, args=(stop, trimmed), daemon=True)
+    stop = threading.Event()
+    drain = threading.Thread(target=_drain, args=(stop,), daemon=True)
     drain.start()
-    procs, ready, readers = [], [], []
+    procs, ready = [], []
     began = time.monotonic()
     for i in range(args.nodes):
         proc = subprocess.Popen(
@@ -253,11 +245,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         got: list[float] = []
-        reader = threading.Thread(target=_wait_owned, args=(proc, began, got), daemon=True)
-        reader.start()
+        threading.Thread(target=_wait_owned, args=(proc, began, got), daemon=True).start()
         procs.append(proc)
         ready.append(got)
-        readers.append(reader)
     time.sleep(NODE_LEAD_S - 5)
     rss_start = [_rss_mib(p.pid) for p in procs]
     while SystemClock().now() < t0:
@@ -285,7 +275,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rss_start_mib": rss_start, "rss_max_mib": rss_max, "steady_s": args.steady_s,
         "window": window, "steady": steady, "spike": spike, "spike_n": args.spike,
         "node_cpu_per_1000": 1000 * cpu / max(window["runs"], 1),
-        "drained": trimmed[0], "shared_buffers": shared_buffers,
+        "shared_buffers": shared_buffers,
         "measured_at": f"{datetime.now(UTC):%Y-%m-%d %H:%M}", "load": os.getloadavg()[0],
         "command": "python bench/bench_scale.py " + " ".join(sys.argv[1:]),
     }  # fmt: skip
