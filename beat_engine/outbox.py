@@ -25,6 +25,10 @@ logger = logging.getLogger("beat_engine")
 # At most this many runs wait in memory to be sent again after a failed push; past it, the
 # sweep finds the rest in PostgreSQL (about 200 bytes each: 20 MB at the bound).
 _UNSENT_MAX = 100_000
+# Most marks one tick writes while none is older than mark_within_s. After the push of a
+# spike claimed ahead, the marks of 25,000 runs written at once stalled the loop for 2.6-2.8 s,
+# every firing due meanwhile waiting (bench/bench_scale.py); at that rate a thousand take 0.1 s.
+_MARKS_PER_TICK = 1000
 
 
 class Outbox:
@@ -75,8 +79,7 @@ class Outbox:
         # (Redis is a hint, docs/architecture.md, Invariants).
         self._unsent: dict[uuid.UUID, tuple[QueuedRun, datetime | None]] = {}
         # Pushed runs awaiting their published mark, and when the oldest was pushed.
-        self._unmarked: list[Pushed] = []
-        self._unmarked_since_mono = 0.0
+        self._unmarked: list[tuple[float, Pushed]] = []
         # Pushes handed to another thread, and how many runs each carries.
         self._in_flight: list[tuple[Future[Pushed], list[QueuedRun], datetime | None]] = []
 
@@ -131,16 +134,19 @@ class Outbox:
             raise failure
 
     def flush_due(self, *, draining: bool) -> None:
-        """Write the marks unless a spike is still draining, and then after mark_within_s.
+        """Write marks, oldest first: none while a spike is still draining, at most
+        _MARKS_PER_TICK a tick otherwise, and all of them once the oldest was pushed
+        mark_within_s ago (the sweep must never take a pushed run for lost).
 
         At a steady rate, holding marks for mark_within_s and writing thousands at once
         stalled the loop (steady p99 0.04 s -> 0.5 s, benchmarked): there they are written
         every tick, as small as they come."""
-        if self._unmarked and (
-            not draining
-            or self._clock.monotonic() - self._unmarked_since_mono >= self._mark_within_s
-        ):
+        if not self._unmarked:
+            return
+        if self._clock.monotonic() - self._unmarked[0][0] >= self._mark_within_s:
             self.flush()
+        elif not draining:
+            self._flush_oldest(_MARKS_PER_TICK)
 
     def flush(self) -> None:
         """Mark every pushed run published, with the instant it was pushed, in one
@@ -148,9 +154,33 @@ class Outbox:
         of its claim+publish time, profiled); a crash before it only means the sweep publishes
         those runs again, and the worker's compare-and-set drops the duplicates."""
         if self._unmarked:
-            mark_published(self._unmarked)
+            mark_published([pushed for _mono, pushed in self._unmarked])
             self._unmarked = []
         self.released_unmarked = False
+
+    def _flush_oldest(self, limit: int) -> None:
+        batches: list[Pushed] = []
+        whole = 0  # entries of _unmarked written whole
+        taken = 0
+        rest: tuple[float, Pushed] | None = None
+        for mono, pushed in self._unmarked:
+            room = limit - taken
+            if room <= 0:
+                break
+            if len(pushed.run_ids) > room:
+                batches.append(Pushed(pushed.published_at, pushed.run_ids[:room]))
+                rest = (mono, Pushed(pushed.published_at, pushed.run_ids[room:]))
+                break
+            batches.append(pushed)
+            whole += 1
+            taken += len(pushed.run_ids)
+        # Written before they leave the list: a failed write keeps them for the next flush.
+        mark_published(batches)
+        del self._unmarked[:whole]
+        if rest is not None:
+            self._unmarked[0] = rest
+        if not self._unmarked:
+            self.released_unmarked = False
 
     def sample_queue_depth(self) -> None:
         try:
@@ -310,9 +340,7 @@ class Outbox:
             )
             return 0
         if pushed.run_ids:
-            if not self._unmarked:
-                self._unmarked_since_mono = self._clock.monotonic()
-            self._unmarked.append(pushed)
+            self._unmarked.append((self._clock.monotonic(), pushed))
         published = len(pushed.run_ids)
         metrics.count(metrics.RUNS_PUBLISHED, published)
         logger.info("beat.publish", extra={"node": self._node_id, "runs": published})

@@ -1,5 +1,7 @@
 """Deferred published marks: taken off the claim path while claims are due, yet every pushed
-run is marked with its push instant and the sweep does not publish it again."""
+run is marked with its push instant and the sweep does not publish it again. Written oldest
+first, a bounded number a tick, so that the marks of a spike pushed at once never stall the
+loop; all of them once the oldest is mark_within_s old."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from datetime import timedelta
 import pytest
 import redis
 
+from beat_engine import outbox as outbox_module
+from beat_engine.engine import BeatEngine
 from beat_engine.sweep import sweep_lost_publishes
 from jobs.models import JobRun
 from jobs.states import RunState
@@ -92,3 +96,65 @@ def test_shutdown_marks_what_it_pushed(redis_client: redis.Redis) -> None:
     assert list(JobRun.objects.values_list("state", "published_at")) == [
         (RunState.QUEUED, T0 + timedelta(seconds=60))
     ]
+
+
+INSTANT = T0 + timedelta(minutes=1)
+JOBS = 7
+
+
+def _marked() -> int:
+    return JobRun.objects.filter(published_at__isnull=False).count()
+
+
+def _pushed_at_the_instant(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeClock, BeatEngine]:
+    """JOBS firings claimed ahead and pushed at INSTANT, at most 3 marks a tick."""
+    monkeypatch.setattr(outbox_module, "_MARKS_PER_TICK", 3)
+    for _ in range(JOBS):
+        job_factory(cron="* * * * *")
+    clock = FakeClock(T0)
+    engine = make_engine(clock, claim_ahead_s=10.0, lookahead_s=30.0, mark_delay_s=1.0)
+    clock.advance(INSTANT - timedelta(seconds=5) - clock.now())
+    engine.tick()
+    assert JobRun.objects.count() == JOBS
+    clock.advance(INSTANT - clock.now())
+    engine.tick()
+    return clock, engine
+
+
+def test_marks_of_runs_pushed_at_once_are_written_a_bounded_number_a_tick(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clock, engine = _pushed_at_the_instant(monkeypatch)
+
+    assert len(broker_messages(redis_client)) == JOBS
+    assert _marked() == 3
+    engine.tick()
+    assert _marked() == 6
+    engine.tick()
+    assert _marked() == JOBS
+    assert set(JobRun.objects.values_list("published_at", flat=True)) == {INSTANT}
+    engine.shutdown()
+
+
+def test_every_mark_is_written_once_the_oldest_is_mark_within_s_old(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock, engine = _pushed_at_the_instant(monkeypatch)
+    assert _marked() == 3
+
+    clock.advance(timedelta(seconds=1))
+    engine.tick()
+
+    assert _marked() == JOBS
+    engine.shutdown()
+
+
+def test_shutdown_writes_every_mark_left(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clock, engine = _pushed_at_the_instant(monkeypatch)
+    assert _marked() == 3
+
+    engine.shutdown()
+
+    assert _marked() == JOBS
