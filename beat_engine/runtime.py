@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from beat_engine import gc_pauses
 from beat_engine.clock import Clock, SystemClock
 from beat_engine.config import EngineConfig
 from beat_engine.db_clock import DatabaseClock
@@ -23,6 +24,7 @@ def build_engine(config: EngineConfig, *, clock: Clock | None = None) -> BeatEng
     broker = redis_from_url(config.broker_url, socket_timeout=10)
     feed = ChangeFeed(redis_from_url(config.redis_url, socket_timeout=None))
     install_session_limits(config.idle_tx_timeout_s)
+    gc_pauses.install()
     return BeatEngine(
         config=config,
         clock=clock or DatabaseClock(SystemClock()),

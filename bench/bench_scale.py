@@ -185,12 +185,17 @@ def _drain(stop: threading.Event) -> None:
         pipe.execute()
 
 
-def _wait_owned(proc: subprocess.Popen[str], start: float, ready: list[float]) -> None:
+def _wait_owned(
+    proc: subprocess.Popen[str], start: float, ready: list[float], log: Path | None
+) -> None:
+    """Notes the node's start-up, and keeps reading so that it never blocks on a full pipe;
+    with BENCH_LOG set, its JSON lines go to a file of their own, to explain an outlier."""
     assert proc.stderr is not None
-    for line in proc.stderr:
-        if not ready and '"beat.lease.owned"' in line:
-            ready.append(time.monotonic() - start)
-    # Keep reading so that the node never blocks on a full pipe.
+    with open(log, "w") if log is not None else open(os.devnull, "w") as out:
+        for line in proc.stderr:
+            if not ready and '"beat.lease.owned"' in line:
+                ready.append(time.monotonic() - start)
+            out.write(line)
 
 
 def _lateness(
@@ -245,7 +250,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         got: list[float] = []
-        threading.Thread(target=_wait_owned, args=(proc, began, got), daemon=True).start()
+        log = Path(f"{os.environ['BENCH_LOG']}.{i}") if os.environ.get("BENCH_LOG") else None
+        threading.Thread(target=_wait_owned, args=(proc, began, got, log), daemon=True).start()
         procs.append(proc)
         ready.append(got)
     time.sleep(NODE_LEAD_S - 5)
