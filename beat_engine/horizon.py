@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection
@@ -13,16 +13,20 @@ from django.db import connection
 from beat_engine.heap import DueEntry
 from beat_engine.jitter import jitter_offset
 
-# A LATERAL per partition so each page is an index range scan on job_due_by_partition,
-# from the partition's loaded_until on (coalesce keeps the lower bound sargable).
+# A LATERAL per partition so each page is an index range scan on job_due_keyset, from the
+# partition's loaded_until on, or from the row a full page ended at: the keyset
+# (next_fire_at, id) goes on through jobs tied at one instant. Without a row to resume from the
+# greatest uuid stands for it, so that the bound stays one sargable row comparison.
 HORIZON_SQL = """
 SELECT j.id, j.partition, j.next_fire_at, j.jitter_window, j.tenant_id, j.priority
-  FROM unnest(%s::int[], %s::timestamptz[]) AS p(partition, after)
+  FROM unnest(%s::int[], %s::timestamptz[], %s::uuid[]) AS p(partition, after, after_id)
  CROSS JOIN LATERAL (
        SELECT id, partition, next_fire_at, jitter_window, tenant_id, priority FROM jobs_job
         WHERE status = 'active' AND partition = p.partition
-          AND next_fire_at > coalesce(p.after, '-infinity') AND next_fire_at <= %s
-        ORDER BY next_fire_at
+          AND (next_fire_at, id) > (coalesce(p.after, '-infinity'),
+                                    coalesce(p.after_id, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+          AND next_fire_at <= %s
+        ORDER BY next_fire_at, id
         LIMIT %s) AS j
 """
 
@@ -37,6 +41,9 @@ class HorizonPage:
     entries: list[DueEntry]
     # Per partition, the instant up to which every due job is in ``entries``.
     loaded_until: dict[int, datetime]
+    # Per partition whose page was full, its last row (next_fire_at, id): every due job up to
+    # it, ties included, is in ``entries``; the next page resumes after it.
+    resume: dict[int, tuple[datetime, uuid.UUID]] = field(default_factory=dict)
 
 
 def _entry(row: Sequence[object]) -> DueEntry:
@@ -58,31 +65,44 @@ def load_horizon(
     until: datetime,
     page: int,
     after: Mapping[int, datetime] | None = None,
+    resume: Mapping[int, tuple[datetime, uuid.UUID]] | None = None,
 ) -> HorizonPage:
     """Jobs of ``partitions`` whose next firing is at or before ``until`` (and after
-    ``after[p]`` when given: an incremental load), at most ``page`` per partition; a full page
-    lowers that partition's loaded_until to its last row."""
+    ``after[p]`` when given: an incremental load; after the row ``resume[p]`` when given: the
+    next page), at most ``page`` per partition, in (next_fire_at, id) order; a full page
+    lowers that partition's loaded_until to its last row and names that row in ``resume``."""
     parts = sorted(partitions)
     if not parts:
         return HorizonPage([], {})
-    since = [None if after is None else after.get(p) for p in parts]
+    since: list[datetime | None] = []
+    since_id: list[uuid.UUID | None] = []
+    for p in parts:
+        row = None if resume is None else resume.get(p)
+        since.append(row[0] if row else None if after is None else after.get(p))
+        since_id.append(row[1] if row else None)
     with connection.cursor() as cursor:
-        cursor.execute(HORIZON_SQL, [parts, since, until, page])
+        cursor.execute(HORIZON_SQL, [parts, since, since_id, until, page])
         rows = cursor.fetchall()
     entries: list[DueEntry] = []
     counts: dict[int, int] = dict.fromkeys(parts, 0)
-    last: dict[int, datetime] = {}
+    last: dict[int, tuple[datetime, uuid.UUID]] = {}
     for row in rows:
-        entries.append(_entry(row))
-        counts[row[1]] += 1
-        last[row[1]] = max(last.get(row[1], row[2]), row[2])
+        entry = _entry(row)
+        entries.append(entry)
+        counts[entry.partition] += 1
+        fired = row[2]
+        assert isinstance(fired, datetime)
+        key = (fired, entry.job_id)  # (next_fire_at, id): the keyset's order
+        if entry.partition not in last or key > last[entry.partition]:
+            last[entry.partition] = key
+    full = {p: last[p] for p in parts if counts[p] >= page}
     loaded = {
         # Rows tied with the last one may be cut off: trust the page only strictly before it.
-        p: (last[p] - timedelta(microseconds=1) if counts[p] >= page else until)
+        p: (full[p][0] - timedelta(microseconds=1) if p in full else until)
         for p in parts
     }
     # Entries past a cut-off are kept: an entry in the heap is never wrong, the claim re-checks.
-    return HorizonPage(entries, loaded)
+    return HorizonPage(entries, loaded, full)
 
 
 def load_jobs(job_ids: Iterable[uuid.UUID]) -> list[DueEntry]:

@@ -25,7 +25,7 @@ from beat_engine.partitions import partition_for
 LAYOUT_LOCK_KEY = 0x73636865642D6C61
 
 _ROWS_SQL = "SELECT partition FROM jobs_partitionepoch ORDER BY partition"
-# The partial index job_due_by_partition serves this: one index probe, not a scan.
+# The partial index job_due_keyset serves this: one index probe, not a scan.
 _HIGHEST_ACTIVE_SQL = "SELECT max(partition) FROM jobs_job WHERE status = 'active'"
 _HIGHEST_EPOCH_SQL = "SELECT coalesce(max(epoch), 0) FROM jobs_partitionepoch"
 # New rows start at the highest epoch ever issued (read before rows beyond the layout are

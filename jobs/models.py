@@ -204,10 +204,11 @@ class Job(models.Model):
 
     class Meta:
         indexes = [
-            # The engine's only read path for due work: never a scan of all jobs.
+            # The engine's only read path for due work: never a scan of all jobs. The id
+            # makes a keyset, so that a refresh pages through jobs tied at one instant.
             models.Index(
-                fields=["partition", "next_fire_at"],
-                name="job_due_by_partition",
+                fields=["partition", "next_fire_at", "id"],
+                name="job_due_keyset",
                 condition=Q(status="active"),
             ),
             models.Index(fields=["tenant", "name"], name="job_tenant_name"),

@@ -150,7 +150,7 @@ def test_two_concurrent_creators_of_one_job_name_leave_one_job() -> None:
 
 def test_due_index_is_partial_on_active_jobs() -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'job_due_by_partition'")
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'job_due_keyset'")
         (definition,) = cursor.fetchone()
-    assert "(partition, next_fire_at)" in definition
+    assert "(partition, next_fire_at, id)" in definition
     assert "WHERE ((status)::text = 'active'::text)" in definition
