@@ -40,7 +40,10 @@ class EngineConfig:
     horizon_page: int = 20_000
     # Every this often the horizon is reloaded even without notifications (lost ones).
     refresh_s: float = 5.0
-    # Every this often the whole horizon is reloaded; in between refreshes only extend it.
+    # Most rows one step of a refresh loads, one step a tick (beat_engine/refresh_steps.py).
+    refresh_step_rows: int = 1000
+    # Every partition's horizon is reloaded whole about this often, a slice of the partitions
+    # at each refresh (beat_engine/reload_turns.py); otherwise refreshes only extend it.
     full_refresh_s: float = 60.0
     sweep_s: float = 2.0
     # Most due firings claimed in one tick before the loop looks at leases again, and the
@@ -51,6 +54,9 @@ class EngineConfig:
     # Firings due within this long are claimed ahead of their instant when nothing is due, and
     # pushed at it (docs/engine.md, "Claim ahead"); 0 claims each firing at its instant.
     claim_ahead_s: float = 20.0
+    # How late a claim-ahead batch may make the next armed push (docs/engine.md, "Claim
+    # ahead", "Under a steady stream"); 0: a batch always ends before it.
+    claim_ahead_slack_s: float = 0.03
     # While a backlog drains, each claim batch takes as many rows (at most claim_batch) as
     # fit in about this long by the last batches' time per row (beat_engine/batch_sizer.py):
     # the longest a firing of another tenant waits for the batch in hand. 0: claim_batch.
@@ -135,6 +141,7 @@ class EngineConfig:
             "claim_ahead_s": min(
                 float(sched.get("CLAIM_AHEAD_S", 20.0)), float(sched["LOOKAHEAD_S"])
             ),
+            "claim_ahead_slack_s": float(sched.get("CLAIM_AHEAD_SLACK_S", 0.03)),
             "low_priority_share": float(sched.get("LOW_PRIORITY_SHARE", 0.1)),
             "broker_queue_bound": int(sched.get("BROKER_QUEUE_MAX_DEPTH", 100_000)),
             "broker_queue_target_wait_s": float(sched.get("BROKER_QUEUE_TARGET_WAIT_S", 1.0)),

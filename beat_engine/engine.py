@@ -37,6 +37,8 @@ from beat_engine.pipeline import ClaimBatch, Prepared, Preparer
 from beat_engine.priority_order import ReservedShare, order_by_priority
 from beat_engine.publisher import Publisher, QueuedRun, Rendered
 from beat_engine.quotas import TenantAllowances
+from beat_engine.refresh_steps import RefreshSteps
+from beat_engine.reload_turns import ReloadTurns
 from beat_engine.staging import StagedHorizon
 from beat_engine.sweep import claimed_ahead, sweep_lost_publishes
 from beat_engine.timers import fire_timers
@@ -128,9 +130,17 @@ class BeatEngine:
         self._quotas = TenantAllowances()
         # Tenant-limit deferrals, counted here and written every _DEFERRALS_FLUSH_S.
         self._deferrals = DeferralLog()
+        # Each periodic refresh reloads a slice of the partitions whole, in turn.
+        self._reload_turns = ReloadTurns(config.refresh_s, config.full_refresh_s)
+        # A refresh pass goes a bounded number of rows a tick (beat_engine/refresh_steps.py):
+        # the partitions it reloads whole, when it began, and whether another pass follows it
+        # at once (partitions were taken with only their nearest firings loaded).
+        self._refresh_steps = RefreshSteps(config.refresh_step_rows)
+        self._refresh_whole: frozenset[int] = frozenset()
+        self._refresh_began_mono = 0.0
+        self._refresh_again = False
         now_mono = clock.monotonic()
         self._next_refresh_mono = now_mono
-        self._next_full_refresh_mono = now_mono
         self._next_timer_mono = now_mono
         # The last timer pass ended on a full batch: more due runs are being drained.
         self._timers_more = False
@@ -201,7 +211,7 @@ class BeatEngine:
         elif mono >= self._next_refresh_mono:
             # Not in a tick that took partitions over: their overdue firings are claimed
             # first, and a refresh of every partition would hold them up; the next tick does it.
-            self._refresh(now, None)
+            self._refresh(now)
         if changes is not None:
             self._take_changes(changes, mono)
         busy = self._claim_due()
@@ -406,38 +416,59 @@ class BeatEngine:
             self._overdue = [e for e in self._overdue if e.partition not in dropped]
         for partition in gone:
             self._loaded_until.pop(partition, None)
+        self._refresh_steps.forget(gone)
 
-    def _refresh(self, now: datetime, only: Iterable[int] | None) -> None:
-        """Extend the horizon. Periodic refreshes load only what lies beyond each partition's
-        loaded_until: reloading the whole horizon (30,000 rows at 1,000 firings/s) stalled the
-        loop for about 0.4 s every refresh_s, the steady benchmark's p99. Every
-        full_refresh_s the whole horizon is reloaded, for changes whose notification was lost.
+    def _refresh(self, now: datetime) -> None:
+        """Extend the horizon, one step of a pass (beat_engine/refresh_steps.py). A pass loads
+        only what lies beyond each partition's loaded_until: reloading the whole horizon
+        (30,000 rows at 1,000 firings/s) stalled the loop for about 0.4 s every refresh_s, the
+        steady benchmark's p99. Each pass also reloads a slice of the partitions whole
+        (beat_engine/reload_turns.py), so that a change whose notification was lost is picked
+        up within about full_refresh_s.
         """
-        parts = list(self.leases) if only is None else [p for p in only if p in self.leases]
         mono = self.clock.monotonic()
-        # Not while a backlog of due firings is being claimed: the whole horizon is then the
-        # unclaimed part of the spike (200,000 rows: a 5 s stall of the loop, every firing of
-        # another tenant due meanwhile waiting for it), and it would put the entries already
-        # taken for the backlog back in the heap, to be claimed and refused a second time. The
-        # claims' compare-and-set catches jobs changed meanwhile; the reload follows the drain.
-        # Nor between two of its windows (the backlog empty, no batch carried), where it would
-        # reload the unclaimed rest of the spike all the same.
+        # No whole reload while a backlog of due firings is being claimed: the whole horizon
+        # is then the unclaimed part of the spike (200,000 rows: a 5 s stall of the loop,
+        # every firing of another tenant due meanwhile waiting for it), and it would put the
+        # entries already taken for the backlog back in the heap, to be claimed and refused a
+        # second time. The claims' compare-and-set catches jobs changed meanwhile; the reload
+        # follows the drain. Nor between two of its windows (the backlog empty, no batch
+        # carried), where it would reload the unclaimed rest of the spike all the same.
         draining = bool(self._backlog) or self._carried is not None or self._draining
-        full = only is not None or (mono >= self._next_full_refresh_mono and not draining)
+        if draining and self._refresh_whole:
+            # A drain began during the pass: its whole reloads stop where they are (their
+            # loaded_until was never lowered), and wait for their next turn.
+            self._refresh_steps.forget(self._refresh_whole)
+            self._refresh_whole = frozenset()
+        if not self._refresh_steps.going:
+            parts = list(self.leases)
+            self._refresh_whole = frozenset() if draining else frozenset(
+                self._reload_turns.take(parts)
+            )  # fmt: skip
+            self._refresh_steps.begin(parts)
+            self._refresh_began_mono = mono
+            self._refresh_again = False
+        parts, per_partition, resume = self._refresh_steps.step()
+        whole = self._refresh_whole
+        after = {p: t for p, t in self._loaded_until.items() if p not in whole}
         until = now + timedelta(seconds=self.config.lookahead_s)
-        after = None if full else self._loaded_until
-        page = load_horizon(parts, until=until, page=self.config.horizon_page, after=after)
+        page = load_horizon(parts, until=until, page=per_partition, after=after, resume=resume)
         entries = page.entries
         if self._overdue:
             # Not a second entry for a job whose overdue entry is still to be claimed.
             waiting = {e.job_id for e in self._overdue}
             entries = [e for e in entries if e.job_id not in waiting]
         self.heap.push_many(entries)
-        self._loaded_until.update(page.loaded_until)
-        if only is None:
-            self._next_refresh_mono = mono + self.config.refresh_s
-            if full:
-                self._next_full_refresh_mono = mono + self.config.full_refresh_s
+        for p, loaded in page.loaded_until.items():
+            # A whole reload's full page ends before the horizon already loaded: what lies
+            # between is in the heap, and the next steps reload it from where the page ended.
+            before = self._loaded_until.get(p) if p in whole else None
+            self._loaded_until[p] = loaded if before is None else max(before, loaded)
+        self._refresh_steps.ended(page.resume)
+        if self._refresh_steps.going or self._refresh_again:
+            self._next_refresh_mono = mono  # the next tick goes on
+        else:
+            self._next_refresh_mono = self._refresh_began_mono + self.config.refresh_s
 
     def _stage(self, share: frozenset[int]) -> None:
         """Before joining: load the share's horizon while its owners still serve it."""
@@ -476,7 +507,9 @@ class BeatEngine:
         page = load_horizon(taken, until=until, page=self.config.horizon_page)
         self._push_taken(now, page.entries)
         self._loaded_until.update(page.loaded_until)
+        # The next tick's refresh loads the rest: a pass going on is followed by another.
         self._next_refresh_mono = min(self._next_refresh_mono, self.clock.monotonic())
+        self._refresh_again = True
 
     def _push_taken(self, now: datetime, entries: Iterable[DueEntry]) -> None:
         """A taken partition's entries: those due by ``now`` are overdue, claimed first
@@ -868,7 +901,12 @@ class BeatEngine:
             if armed is not None:
                 # A batch must end before the next armed push: by the last batches' time per
                 # row, with a margin for the push itself.
-                room = (armed - now).total_seconds() - _ARMED_MARGIN_S
+                until_push = (armed - now).total_seconds()
+                room = until_push - _ARMED_MARGIN_S
+                if until_push > 0:
+                    # Under a steady stream an armed push is due every few milliseconds and no
+                    # batch would fit before it: one may delay it by up to the slack instead.
+                    room = max(room, self.config.claim_ahead_slack_s)
                 per_row = self._sizer.per_row_s
                 fits = int(room / per_row) if per_row else size
                 if room <= 0 or fits < 1:

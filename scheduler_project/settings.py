@@ -251,6 +251,8 @@ SCHEDULER: dict[str, Any] = {
     # Firings due within this many seconds are claimed ahead, while nothing is due, and only
     # pushed at their instant (docs/engine.md, "Claim ahead"); 0 claims each at its instant.
     "CLAIM_AHEAD_S": env_float("SCHEDULER_CLAIM_AHEAD_S", 20.0, minimum=0.0),
+    # How late a claim-ahead batch may make the next armed push (docs/engine.md).
+    "CLAIM_AHEAD_SLACK_S": env_float("SCHEDULER_CLAIM_AHEAD_SLACK_S", 0.03, minimum=0.0),
     # While a backlog drains, claim batches shrink below CLAIM_BATCH so that one takes about
     # this long, the longest another tenant's firing waits for it (0: always CLAIM_BATCH;
     # docs/limits.md, "Fairness under a burst").

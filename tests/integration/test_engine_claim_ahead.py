@@ -221,3 +221,32 @@ def test_a_node_taking_the_partitions_over_pushes_what_its_last_owner_claimed_ah
 
     assert sorted(_pushed_run_ids(redis_client)) == sorted(claimed)
     assert JobRun.objects.count() == len(jobs)
+
+
+@pytest.mark.parametrize(("slack_s", "claimed_before_the_push"), [(0.0, False), (0.03, True)])
+def test_a_claim_ahead_may_run_the_slack_past_the_next_armed_push_never_pushing_early(
+    redis_client: redis.Redis, slack_s: float, claimed_before_the_push: bool
+) -> None:
+    armed = job_factory(cron="* * * * *")
+    later = job_factory(interval=timedelta(hours=1), anchor_at=T0)
+    # Outside the claim-ahead window of the first pass, inside that of a pass 10 ms before the
+    # armed push: under a steady stream there is always a push that close.
+    Job.objects.filter(id=later.id).update(next_fire_at=INSTANT + timedelta(seconds=5.5))
+    clock = FakeClock(T0)
+    engine = make_engine(clock, claim_ahead_s=AHEAD_S, lookahead_s=30.0,
+                         claim_ahead_slack_s=slack_s)  # fmt: skip
+    _claim_ahead(clock, engine)
+    assert JobRun.objects.filter(job=armed).count() == 1
+    assert not JobRun.objects.filter(job=later).exists()
+
+    _tick_at(clock, engine, INSTANT - timedelta(milliseconds=10))
+
+    assert _pushed_run_ids(redis_client) == [], "pushed before its instant"
+    assert JobRun.objects.filter(job=later).exists() is claimed_before_the_push
+    _tick_at(clock, engine, INSTANT)
+    assert _pushed_run_ids(redis_client) == [JobRun.objects.get(job=armed).id]
+    _tick_at(clock, engine, INSTANT + timedelta(seconds=5))
+    assert len(_pushed_run_ids(redis_client)) == 1, "the later firing pushed before its instant"
+    _tick_at(clock, engine, INSTANT + timedelta(seconds=5.5))
+    assert _pushed_run_ids(redis_client)[1] == JobRun.objects.get(job=later).id
+    engine.shutdown()

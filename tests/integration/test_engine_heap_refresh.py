@@ -1,6 +1,7 @@
 """The heap holds every job whose next firing lies in the loaded horizon: a jittered due
 instant past the horizon, a change notification, a stale entry or a failure after a claim
-committed never leave a job out until the full reload (full_refresh_s, 60 s)."""
+committed never leave a job out until a whole reload of its partition, a slice of the
+partitions at each refresh (about every full_refresh_s, 60 s)."""
 
 from __future__ import annotations
 
@@ -156,4 +157,69 @@ def test_failure_after_a_committed_claim_gives_no_stale_entry_back(
     assert all(_fired(job, T0 + timedelta(seconds=20)) for job in every_10s), (
         "a stale entry of the committed batch replaced the jobs' next firings"
     )
+    engine.shutdown()
+
+
+def test_a_change_whose_notification_was_lost_is_picked_up_a_slice_of_partitions_at_a_time(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = tenant_factory()
+    jobs = [job_factory(tenant, interval=timedelta(hours=1), anchor_at=T0) for _ in range(40)]
+    Job.objects.filter(id__in=[j.id for j in jobs]).update(next_fire_at=T0 + timedelta(hours=1))
+    loads: list[tuple[set[int], int]] = []
+    original = engine_module.load_horizon
+
+    def recording(parts: Any, **kwargs: Any) -> Any:
+        parts = list(parts)
+        after = kwargs.get("after")
+        if after is not None:  # a periodic refresh: the partitions reloaded whole
+            loads.append(({p for p in parts if p not in after}, len(parts)))
+        return original(parts, **kwargs)
+
+    monkeypatch.setattr(engine_module, "load_horizon", recording)
+    clock = FakeClock(T0)
+    engine = make_engine(clock, refresh_s=5.0, full_refresh_s=20.0, lookahead_s=30.0)
+    engine.tick()
+    clock.advance(timedelta(seconds=1))
+    engine.tick()
+    # Moved inside the loaded horizon, notifications lost: only a whole reload finds them.
+    moved = T0 + timedelta(seconds=29)
+    Job.objects.filter(id__in=[j.id for j in jobs]).update(next_fire_at=moved)
+
+    _tick_until(engine, clock, moved)
+
+    assert len({j.partition for j in jobs}) > 16, "the jobs span more than one slice"
+    assert all(_fired(job, moved) for job in jobs), "a partition was not reloaded in time"
+    assert loads, "no periodic refresh"
+    # ceil(owned x refresh_s / full_refresh_s) partitions whole per refresh, never all.
+    assert all(len(whole) <= -(-owned * 5 // 20) for whole, owned in loads), loads
+    engine.shutdown()
+
+
+def test_a_refresh_pages_through_jobs_tied_at_one_instant_a_bounded_step_a_tick(
+    redis_client: redis.Redis,
+) -> None:
+    # Thirty jobs of one partition due at one instant, as a minute boundary's crons are: a
+    # refresh step loads at most refresh_step_rows, and the next goes on after the last row
+    # it loaded (next_fire_at, id), never again from the same tie.
+    clock = FakeClock(T0)
+    engine = make_engine(clock, refresh_step_rows=4, lookahead_s=30.0)
+    engine.tick()  # takes the partitions: loaded until T0 + 30 s
+    tenant = tenant_factory()
+    jobs = [job_factory(tenant, interval=timedelta(hours=1), anchor_at=T0) for _ in range(30)]
+    instant = T0 + timedelta(seconds=40)
+    Job.objects.filter(id__in=[j.id for j in jobs]).update(partition=0, next_fire_at=instant)
+    clock.advance(timedelta(seconds=11))  # the next refresh reaches the instant
+
+    loaded: list[int] = []
+    for _ in range(12):
+        engine.tick()
+        loaded.append(sum(job.id in engine.heap for job in jobs))
+    steps = [b - a for a, b in zip([0, *loaded], loaded, strict=False)]
+    assert max(steps) <= 4, steps
+    assert loaded[-1] == 30, loaded
+
+    _tick_until(engine, clock, instant)
+    assert all(_fired(job, instant) for job in jobs)
+    assert JobRun.objects.filter(job__in=jobs).count() == 30
     engine.shutdown()
