@@ -181,6 +181,11 @@ class FairDueHeap:
             heapq.heappush(self._heads, item)
         taken: list[DueEntry] = []
         for due, seq, tenant in behind:
+            if not self._valid(seq, tenant):
+                # A second copy of a listing already taken above: a tenant's head is listed
+                # anew when an entry pushed ahead of it is handed out, its first listing still
+                # in the heads. The tenant's current head is listed already.
+                continue
             if len(taken) >= limit:
                 heapq.heappush(self._heads, (due, seq, tenant))
                 continue

@@ -141,6 +141,9 @@ def test_it_holds_and_hands_out_the_same_entries_as_the_due_heap(ops: list[tuple
             else:
                 got = fair.pop_due(now, op[2])
                 assert len(got) == min(op[2], len(due))
+            # As the engine does: what was handed out goes into a claim batch, and the rounds
+            # claimed move on (what pop_behind measures against).
+            fair.claiming(got)
             due_jobs = {e.job_id: e for e in due}
             assert all(due_jobs.get(e.job_id) is e for e in got)
             for tenant in {e.tenant for e in got}:
@@ -204,3 +207,22 @@ def test_nothing_is_behind_when_no_drain_is_on() -> None:
     heap.push(_entry(0, tenant=1))
     assert heap.pop_behind(T0, 10) == []
     assert len(heap) == 1
+
+
+def test_a_tenant_listed_twice_is_handed_out_behind_once() -> None:
+    """A tenant's next entry listed again after an earlier one was pushed ahead of it and
+    handed out (two copies of its listing in the heads): pop_behind takes it once, and the
+    tenant's next entry stays."""
+    heap = FairDueHeap()
+    later = _entry(10, tenant=1)
+    heap.push(later)
+    heap.push(_entry(0, tenant=1))  # ahead of ``later``: listed, ``later``'s listing kept
+    heap.push_many(_entry(0, tenant=2) for _ in range(5))
+    first = heap.pop_due(T0, 3)  # tenant 1's first (``later`` listed again), two of tenant 2's
+    heap.claiming(first)
+    after = _entry(10, tenant=1)
+    heap.push(after)
+    behind = heap.pop_behind(T0 + timedelta(seconds=10), 10)
+    assert [e.tenant for e in behind] == [1]
+    assert behind[0].job_id in {later.job_id, after.job_id}
+    assert len(heap) == 3 + 1
