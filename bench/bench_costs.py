@@ -11,9 +11,13 @@ of the node, of every PostgreSQL process and of Redis (psutil). Execution: ``--r
 at one instant, once not critical and once critical (a dedup key per success), with one Celery
 worker (prefork, 2 processes) already started; the same counters from just before the instant
 until every run has finished, minus the dispatch's share (its per-firing figures times the
-runs). CPU is read before the processes stop; WAL and row counters after they stopped (a
-backend reports its row counts when it goes idle or exits), so they include the node's
-hand-back of its 64 leases (64 row updates). Prints per-firing figures; with --write-docs
+runs). Both run the node with claims ahead off (``SCHEDULER_CLAIM_AHEAD_S=0``): a claim ahead
+is the same statements and push as a claim at the instant, made up to 20 s before it, where a
+window opened just before the instant would miss it, and one opened that early would count
+20 s of the servers' idle and background work against a few thousand runs. CPU is read
+before the processes stop; WAL and row counters after they stopped (a backend reports its row
+counts when it goes idle or exits), so they include the node's hand-back of its 64 leases (64
+row updates). Prints per-firing figures; with --write-docs
 replaces the "## Per-firing costs" section of docs/benchmarks.md and its records (source
 "bench-costs").
 """
@@ -144,6 +148,11 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
         proc.wait(timeout=120)
 
 
+def _node_env() -> dict[str, str]:
+    """Every claim at its instant, inside the window (module docstring)."""
+    return {**os.environ, "SCHEDULER_CLAIM_AHEAD_S": "0"}
+
+
 def dispatch(firings: int, timeout_s: float) -> dict[str, float]:
     from beat_engine.clock import SystemClock
 
@@ -154,7 +163,7 @@ def dispatch(firings: int, timeout_s: float) -> dict[str, float]:
     log = LOG_DIR / "dispatch-node.log"
     log.write_text("")
     node = _spawn([sys.executable, "manage.py", "beat_engine", "--node-id", "cost"], log,
-                  dict(os.environ))  # fmt: skip
+                  _node_env())  # fmt: skip
     watched = {"node": node.pid, **_servers()}
     try:
         time.sleep(max(0.0, (anchor - SystemClock().now()).total_seconds() - 3))
@@ -179,7 +188,7 @@ def execution(runs: int, critical: bool, per_firing: dict[str, float], timeout_s
     _seed(runs, anchor=anchor, spread_ms=1, interval_s=86_400, prefix="exec-")
     _sql("UPDATE jobs_job SET critical = %s", [critical])
     client = _broker()
-    env = dict(os.environ)
+    env = _node_env()
     node_log, worker_log = LOG_DIR / "exec-node.log", LOG_DIR / "exec-worker.log"
     node_log.write_text("")
     worker_log.write_text("")
@@ -239,7 +248,9 @@ def write_docs(result: dict[str, Any]) -> None:
         f"{result['load_before']:.1f} before, {result['load_after']:.1f} after), embedded "
         "PostgreSQL and Redis on Unix sockets. Dispatch: "
         f"{result['firings']:,} firings due at one instant, one beat node, claimed and pushed "
-        "(per firing, from just before the instant until every run is marked published). "
+        "(per firing, from just before the instant until every run is marked published; "
+        "claims ahead off, so that the claim is inside that window: a claim ahead is the same "
+        "statements, earlier). "
         f"Execution: {result['runs']:,} runs of a no-op callable on one worker (prefork, 2 "
         "processes), per run, with the dispatch's per-firing share taken away; critical: the "
         "same with a dedup key written with each success. CPU is user + system time of the "
