@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from io import StringIO
 from pathlib import Path
 
@@ -368,7 +368,9 @@ def test_old_days_in_the_default_partition_are_archived_too(
     old, crashed, live, hot = ago(now, 45), ago(now, 46), ago(now, 47), ago(now, 3)
     for day, runs in ((old, 40), (crashed, 10), (live, 5), (hot, 5)):
         fill_day(job, day, runs, in_default=True)
-    run_factory(job, scheduled_for=datetime.combine(live, now.timetz()) + timedelta(hours=1))
+    # Inside the live day at any time of day the test runs (now's time plus an hour crossed
+    # midnight after 23:00 UTC, into the crashed day), between two of fill_day's runs.
+    run_factory(job, scheduled_for=datetime.combine(live, time(13, tzinfo=UTC)))
     before = {day: day_lines(day, in_default=True) for day in (old, crashed)}
     # A pass that died right after moving a day's rows out: the next one goes on from there.
     assert run_archive._detach(crashed, now, in_default=True) == ""
