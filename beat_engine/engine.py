@@ -874,14 +874,30 @@ class BeatEngine:
     def _push_armed(self) -> None:
         """Push the armed runs whose instant has come, fenced as every push is (no stale
         fence, docs/architecture.md, Invariants); their jobs' next firings enter the heap."""
-        runs, rendered, following = self._armed.pop_due(self.clock.now())
-        if following:
-            self._push_within_horizon(following)
+        now = self.clock.now()
+        started = self.clock.monotonic()
+        runs, rendered, following = self._armed.pop_due(now)
         if not runs:
+            if following:
+                self._push_within_horizon(following)
             return
         sent = self._publish(runs, rendered, since=runs[0].due_at)
-        logger.info("beat.armed_push", extra={"node": self.config.node_id, "runs": len(runs),
-                                               "sent": sent})  # fmt: skip
+        pushed = self.clock.monotonic()
+        # After the push: the jobs' next firings are not due for a while yet, and at a
+        # spike's instant every firing waits for the push.
+        if following:
+            self._push_within_horizon(following)
+        assert runs[0].due_at is not None
+        logger.info(
+            "beat.armed_push",
+            extra={
+                "node": self.config.node_id, "runs": len(runs), "sent": sent,
+                # How late the push began after the earliest run's instant, and how long it
+                # took: the two parts of the last firing's lateness.
+                "late_s": round((now - runs[0].due_at).total_seconds(), 4),
+                "push_s": round(pushed - started, 4),
+            },
+        )  # fmt: skip
 
     def _claim_ahead(self, *, busy: bool) -> None:
         """Nothing due: claim the firings due within claim_ahead_s now, batch by batch, for

@@ -238,16 +238,19 @@ class Publisher:
         Messages rendered ahead are used when they carry the epoch held now; the rest are
         rendered here."""
         ready = rendered or {}
+        # One look-up per run: at a spike's instant this loop is most of the Python work left.
+        messages: list[tuple[str, str, int] | None] = [ready.get(r.run_id) for r in runs]
         stale = [
-            r for r in runs
-            if r.run_id not in ready or ready[r.run_id][2] != epochs.get(r.partition, 0)
+            r for r, m in zip(runs, messages, strict=True)
+            if m is None or m[2] != epochs.get(r.partition, 0)
         ]  # fmt: skip
         if stale:
-            ready = {**ready, **self.render(stale, epochs)}
+            again = self.render(stale, epochs)
+            messages = [again.get(r.run_id, m) for r, m in zip(runs, messages, strict=True)]
         by_key: dict[str, list[str]] = defaultdict(list)
-        for run in runs:
-            key, message, _epoch = ready[run.run_id]
-            by_key[key].append(message)
+        for message in messages:
+            assert message is not None
+            by_key[message[0]].append(message[1])
         if not by_key.keys() <= self._lists:
             with self._lists_lock:
                 self._lists.update(by_key)

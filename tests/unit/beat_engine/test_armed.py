@@ -78,3 +78,39 @@ def test_pop_due_hands_out_exactly_the_runs_due_earliest_first(
     assert len(armed) == len(runs) - len(out)
     rest = armed.next_due()
     assert rest is None or rest > cut
+
+
+def test_a_run_armed_again_comes_out_once_at_its_latest_instant() -> None:
+    armed = ArmedRuns()
+    first = _run(T)
+    again = QueuedRun(first.run_id, 1, 0, "q", 5, T + timedelta(seconds=1))
+    armed.arm(first, uuid.uuid4())
+    armed.arm(again, uuid.uuid4())
+
+    assert len(armed) == 1
+    assert armed.next_due() == again.due_at
+    assert armed.pop_due(T) == ([], {}, [])
+    assert armed.pop_due(again.due_at)[0] == [again]
+    assert armed.next_due() is None
+
+
+def test_runs_of_one_instant_come_out_in_the_order_they_were_armed() -> None:
+    armed = ArmedRuns()
+    runs = [_run(T, partition=i % 3) for i in range(9)]
+    for run in runs:
+        armed.arm(run, uuid.uuid4())
+
+    armed.drop_partitions([1])
+
+    assert armed.pop_due(T)[0] == [r for r in runs if r.partition != 1]
+
+
+def test_an_instant_left_empty_by_a_drop_is_not_due_any_more() -> None:
+    armed = ArmedRuns()
+    armed.arm(_run(T, partition=1), uuid.uuid4())
+    later = _run(T + timedelta(seconds=5), partition=2)
+    armed.arm(later, uuid.uuid4())
+
+    armed.drop_partitions([1])
+
+    assert armed.next_due() == later.due_at
