@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from beat_engine.broker_staging import StagedGroup
 from beat_engine.heap import DueEntry
 from beat_engine.publisher import QueuedRun, Rendered
 
@@ -31,6 +32,8 @@ class Armed:
     job_id: uuid.UUID
     # The run's message rendered at the claim (broker list, message, epoch), if any.
     rendered: tuple[str, str, int] | None
+    # The staging list its message waits in, if staged (beat_engine/broker_staging.py).
+    staged: StagedGroup | None = None
 
 
 class ArmedRuns:
@@ -55,9 +58,10 @@ class ArmedRuns:
         job_id: uuid.UUID,
         rendered: tuple[str, str, int] | None = None,
         following: DueEntry | None = None,
+        staged: StagedGroup | None = None,
     ) -> None:
         assert run.due_at is not None, "an armed run is pushed at its due instant"
-        armed = Armed(run, job_id, rendered)
+        armed = Armed(run, job_id, rendered, staged)
         earlier = self._runs.get(run.run_id)
         if earlier is not None:
             # Armed again (rare: read back at a takeover): the later arming replaces it.
@@ -77,12 +81,15 @@ class ArmedRuns:
     def next_due(self) -> datetime | None:
         return self._instants[0] if self._instants else None
 
-    def pop_due(self, now: datetime) -> tuple[list[QueuedRun], Rendered, list[DueEntry]]:
-        """The runs due by ``now`` (earliest first), their rendered messages, and their jobs'
-        next firings for the heap."""
+    def pop_due(
+        self, now: datetime
+    ) -> tuple[list[QueuedRun], Rendered, list[DueEntry], list[StagedGroup]]:
+        """The runs due by ``now`` (earliest first), their rendered messages, their jobs'
+        next firings for the heap, and the staging lists their messages wait in."""
         runs: list[QueuedRun] = []
         rendered: Rendered = {}
         following: list[DueEntry] = []
+        staged: dict[StagedGroup, None] = {}
         held, jobs = self._runs, self._following
         while self._instants and self._instants[0] <= now:
             for armed in self._buckets.pop(heapq.heappop(self._instants)):
@@ -94,7 +101,9 @@ class ArmedRuns:
                 entry = jobs.pop(armed.job_id, None)
                 if entry is not None:
                     following.append(entry)
-        return runs, rendered, following
+                if armed.staged is not None:
+                    staged[armed.staged] = None
+        return runs, rendered, following, list(staged)
 
     def forget_following(self, jobs: Iterable[uuid.UUID]) -> None:
         """Jobs reloaded from their rows (changed): the row says where each belongs now."""

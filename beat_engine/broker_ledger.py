@@ -33,6 +33,8 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
+from beat_engine.broker_staging import MOVE_LUA, StagedGroup
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -96,9 +98,18 @@ class BrokerLedger:
             self._last_instant = max(now, self._last_instant + _MICROSECOND)
             return self._last_instant
 
-    def push(self, messages: Mapping[str, Sequence[str]], chunk: int) -> dict[str, int]:
-        """LPUSH each list's messages and raise its count in one MULTI; returns each list's
-        count after its last message (the position a batch entry is recorded at)."""
+    def push(
+        self,
+        messages: Mapping[str, Sequence[str]],
+        chunk: int,
+        *,
+        moves: Sequence[StagedGroup] = (),
+        discard: Sequence[str] = (),
+    ) -> tuple[dict[str, int], list[int]]:
+        """LPUSH each list's messages and raise its count, move each staged group onto its
+        list (its script raises the count by as many as it moved) and delete the staging
+        lists ``discard`` names, in one MULTI. Returns each list's count after its last
+        message (the position a batch entry is recorded at) and how many each move moved."""
         pipe = self._client.pipeline(transaction=True)
         count_at: dict[str, int] = {}
         for key, batch in messages.items():
@@ -106,8 +117,22 @@ class BrokerLedger:
                 pipe.lpush(key, *batch[start : start + chunk])
             count_at[key] = len(pipe)
             pipe.incrby(count_key(key), len(batch))
+        move_at: list[int] = []
+        for group in moves:
+            move_at.append(len(pipe))
+            pipe.eval(MOVE_LUA, 3, group.key, group.list_key, count_key(group.list_key),
+                      len(group.run_ids))  # fmt: skip
+        for key in discard:
+            pipe.delete(key)
         results = pipe.execute()
-        return {key: int(results[i]) for key, i in count_at.items()}
+        positions = {key: int(results[i]) for key, i in count_at.items()}
+        moved: list[int] = []
+        for group, i in zip(moves, move_at, strict=True):
+            went, after = (int(n) for n in results[i])
+            moved.append(went)
+            # Moves come after every LPUSH in the MULTI: their count is the list's last.
+            positions[group.list_key] = max(positions.get(group.list_key, 0), after)
+        return positions, moved
 
     def record(self, positions: Mapping[str, int], at: datetime) -> None:
         """Record each list's batch under the instant its runs are marked published."""

@@ -57,6 +57,10 @@ class EngineConfig:
     # How late a claim-ahead batch may make the next armed push (docs/engine.md, "Claim
     # ahead", "Under a steady stream"); 0: a batch always ends before it.
     claim_ahead_slack_s: float = 0.03
+    # Runs claimed ahead for one instant and one broker list, at least this many, have their
+    # messages staged in the broker at the claim and moved at the instant
+    # (beat_engine/broker_staging.py); 0: every armed run is pushed at its instant.
+    stage_min_runs: int = 100
     # While a backlog drains, each claim batch takes as many rows (at most claim_batch) as
     # fit in about this long by the last batches' time per row (beat_engine/batch_sizer.py):
     # the longest a firing of another tenant waits for the batch in hand. 0: claim_batch.
@@ -142,6 +146,7 @@ class EngineConfig:
                 float(sched.get("CLAIM_AHEAD_S", 20.0)), float(sched["LOOKAHEAD_S"])
             ),
             "claim_ahead_slack_s": float(sched.get("CLAIM_AHEAD_SLACK_S", 0.03)),
+            "stage_min_runs": int(sched.get("STAGE_MIN_RUNS", 100)),
             "low_priority_share": float(sched.get("LOW_PRIORITY_SHARE", 0.1)),
             "broker_queue_bound": int(sched.get("BROKER_QUEUE_MAX_DEPTH", 100_000)),
             "broker_queue_target_wait_s": float(sched.get("BROKER_QUEUE_TARGET_WAIT_S", 1.0)),
@@ -168,6 +173,8 @@ class EngineConfig:
                 f"claim ahead ({self.claim_ahead_s}s) must lie between 0 and the look-ahead "
                 f"({self.lookahead_s}s): only firings in the heap can be claimed ahead"
             )
+        if self.stage_min_runs < 0:
+            raise ValueError("the staging threshold is a number of runs, or 0 to stage none")
         if self.claim_batch_target_s < 0:
             raise ValueError("a claim batch's target time is positive, or 0 for a fixed size")
 

@@ -14,6 +14,7 @@ from django.db import DatabaseError, connection
 from beat_engine import metrics
 from beat_engine.armed import ArmedRuns
 from beat_engine.batch_sizer import BatchSizer
+from beat_engine.broker_staging import StagedGroup
 from beat_engine.claims import ClaimResult, commit_claim, prepare_claim
 from beat_engine.clock import Clock
 from beat_engine.config import EngineConfig
@@ -864,9 +865,18 @@ class BeatEngine:
         if not later:
             return result.next_due
         following = {entry.job_id: entry for entry in result.next_due}
+        # A spike's messages go to the broker now, into staging lists, and are only moved at
+        # the instant (beat_engine/broker_staging.py); the claim has committed, so a staged
+        # message is always of a run on record.
+        staged = (
+            self._outbox.stage(later, rendered, min_runs=self.config.stage_min_runs)
+            if self.config.stage_min_runs
+            else {}
+        )
         for run in later:
             job = result.job_of_run[run.run_id]
-            self._armed.arm(run, job, rendered.get(run.run_id), following.pop(job, None))
+            self._armed.arm(run, job, rendered.get(run.run_id), following.pop(job, None),
+                            staged.get(run.run_id))  # fmt: skip
         armed = {run.run_id for run in later}
         result.queued = [r for r in result.queued if r.run_id not in armed]
         return list(following.values())
@@ -876,12 +886,12 @@ class BeatEngine:
         fence, docs/architecture.md, Invariants); their jobs' next firings enter the heap."""
         now = self.clock.now()
         started = self.clock.monotonic()
-        runs, rendered, following = self._armed.pop_due(now)
+        runs, rendered, following, staged = self._armed.pop_due(now)
         if not runs:
             if following:
                 self._push_within_horizon(following)
             return
-        sent = self._publish(runs, rendered, since=runs[0].due_at)
+        sent = self._publish(runs, rendered, since=runs[0].due_at, staged=staged)
         pushed = self.clock.monotonic()
         # After the push: the jobs' next firings are not due for a while yet, and at a
         # spike's instant every firing waits for the push.
@@ -1120,9 +1130,10 @@ class BeatEngine:
         rendered: Rendered | None = None,
         *,
         since: datetime | None = None,
+        staged: Sequence[StagedGroup] = (),
     ) -> int:
         sendable, epochs = self._sendable(runs)
-        return self._outbox.send(sendable, epochs, rendered, since=since)
+        return self._outbox.send(sendable, epochs, rendered, since=since, staged=staged)
 
     def _release_held(self) -> None:
         """Push the held runs their queues have room for now, fenced as every push is (no

@@ -14,6 +14,7 @@ import redis
 
 from beat_engine import metrics
 from beat_engine.backpressure import HeldRuns, QueueRoom
+from beat_engine.broker_staging import StagedGroup
 from beat_engine.clock import Clock
 from beat_engine.drain_bound import DEFAULT_FLOOR, DrainBound
 from beat_engine.priority_order import DEFAULT_SHARE
@@ -94,15 +95,39 @@ class Outbox:
         *,
         since: datetime | None = None,
         admitted: bool = False,
+        staged: Sequence[StagedGroup] = (),
     ) -> int:
         """Push now what the queues' bounds let through (the rest is held back; ``since``: an
         instant at or before the runs' queued_at; ``admitted``: released by release_held, let
-        through already); returns how many runs went out (0 if the broker refused them)."""
+        through already; ``staged``: groups whose messages wait in staging lists,
+        beat_engine/broker_staging.py); returns how many runs went out (0 if the broker
+        refused them)."""
         if not admitted:
             runs = self._admit(runs, since)
         if not runs:
+            self._discard(staged)
             return 0
-        return self._record(lambda: self._push(runs, epochs, rendered), runs, since)
+        return self._record(lambda: self._push(runs, epochs, rendered, staged), runs, since)
+
+    def stage(
+        self, runs: Sequence[QueuedRun], rendered: Rendered, *, min_runs: int
+    ) -> dict[uuid.UUID, StagedGroup]:
+        """Stage the messages of the groups of runs armed for one instant (at least
+        ``min_runs`` to a broker list); if the broker refuses, nothing is staged and the runs
+        are pushed at their instant as any run."""
+        try:
+            return self._publisher.stage(runs, rendered, min_runs=min_runs)
+        except redis.RedisError:
+            logger.warning("beat.stage_failed", extra={"runs": len(runs)}, exc_info=True)
+            return {}
+
+    def _discard(self, staged: Sequence[StagedGroup]) -> None:
+        """Staging lists no run will be moved from: deleted now rather than at their expiry."""
+        if staged:
+            try:
+                self._publisher.discard(staged)
+            except redis.RedisError:
+                logger.debug("beat.discard_failed", exc_info=True)
 
     def send_on(
         self,
@@ -310,9 +335,15 @@ class Outbox:
         return [f.run for f in found if f.run.run_id not in held]
 
     def _push(
-        self, runs: list[QueuedRun], epochs: dict[int, int], rendered: Rendered | None
+        self,
+        runs: list[QueuedRun],
+        epochs: dict[int, int],
+        rendered: Rendered | None,
+        staged: Sequence[StagedGroup] = (),
     ) -> Pushed:
-        pushed = self._publisher.publish(runs, epochs=epochs, now=self._now, rendered=rendered)
+        pushed = self._publisher.publish(
+            runs, epochs=epochs, now=self._now, rendered=rendered, staged=staged
+        )
         if self._drain is not None and pushed.run_ids:
             landed = Counter(run.queue for run in runs)
             with self._landed_lock:

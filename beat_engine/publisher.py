@@ -18,6 +18,7 @@ from django.db import transaction
 
 from beat_engine import metrics
 from beat_engine.broker_ledger import BrokerLedger
+from beat_engine.broker_staging import StagedGroup, Stager
 from beat_engine.fencing import server_cursor
 from beat_engine.pg_arrays import uuid_array
 from beat_engine.priority_order import BROKER_STEPS, HIGHEST, LOWEST
@@ -203,9 +204,12 @@ Rendered = dict[uuid.UUID, tuple[str, str, int]]
 
 
 class Publisher:
-    def __init__(self, client: redis.Redis[bytes], *, origin: str) -> None:
+    def __init__(
+        self, client: redis.Redis[bytes], *, origin: str, staging_ttl_s: float = 120.0
+    ) -> None:
         self._template = MessageTemplate(origin)
         self.ledger = BrokerLedger(client)
+        self._stager = Stager(client, origin=origin, ttl_s=staging_ttl_s)
         self._client = client
         # Broker lists this publisher pushed to: the queues whose depth it samples. Pushes run
         # on the preparing thread too, so the set is read and grown under a lock.
@@ -226,17 +230,65 @@ class Publisher:
             )
         return rendered
 
+    def stage(
+        self, runs: Sequence[QueuedRun], rendered: Rendered, *, min_runs: int
+    ) -> dict[uuid.UUID, StagedGroup]:
+        """Stage the messages of runs armed for one instant and one broker list, at least
+        ``min_runs`` of them (beat_engine/broker_staging.py); returns each staged run's group.
+        A group left out is pushed at its instant as any run."""
+        by_group: dict[tuple[datetime | None, str], list[tuple[uuid.UUID, int, str, int]]]
+        by_group = defaultdict(list)
+        for run in runs:
+            message = rendered.get(run.run_id)
+            if message is not None:
+                key, text, epoch = message
+                by_group[(run.due_at, key)].append((run.run_id, run.partition, text, epoch))
+        groups = [(key, members) for (_due, key), members in by_group.items()
+                  if len(members) >= min_runs]  # fmt: skip
+        if not groups:
+            return {}
+        staged = self._stager.stage(groups, _PUSH_CHUNK)
+        return {run_id: group for group in staged for run_id in group.run_ids}
+
+    def discard(self, staged: Sequence[StagedGroup]) -> None:
+        self._client.delete(*(group.key for group in staged))
+
     def push(
         self,
         runs: Sequence[QueuedRun],
         epochs: Mapping[int, int],
         rendered: Rendered | None = None,
+        staged: Sequence[StagedGroup] = (),
     ) -> dict[str, int]:
         """LPUSH every message, one MULTI round trip for the lot (no per-message path), and
         count them per list (beat_engine/broker_ledger.py); returns each list's count.
 
         Messages rendered ahead are used when they carry the epoch held now; the rest are
-        rendered here."""
+        rendered here. A staged group is moved instead when all its runs are pushed here and
+        its messages carry the epochs held now; otherwise its staging list is deleted and its
+        runs pushed as the rest (beat_engine/broker_staging.py)."""
+        moves, discard, direct = _movable(runs, epochs, staged)
+        positions, moved = self._push_direct(direct, epochs, rendered, moves, discard)
+        # A staging list that lost messages moved the first ones staged: the rest go as any.
+        left = {run_id for group, went in zip(moves, moved, strict=True)
+                for run_id in group.run_ids[went:]}  # fmt: skip
+        if left:
+            logger.warning("beat.staged_lost", extra={"runs": len(left)})
+            again, _ = self._push_direct(
+                [r for r in runs if r.run_id in left], epochs, rendered, (), ()
+            )
+            for key, position in again.items():
+                positions[key] = max(positions.get(key, 0), position)
+        return positions
+
+    def _push_direct(
+        self,
+        runs: Sequence[QueuedRun],
+        epochs: Mapping[int, int],
+        rendered: Rendered | None,
+        moves: Sequence[StagedGroup],
+        discard: Sequence[StagedGroup],
+    ) -> tuple[dict[str, int], list[int]]:
         ready = rendered or {}
         # One look-up per run: at a spike's instant this loop is most of the Python work left.
         messages: list[tuple[str, str, int] | None] = [ready.get(r.run_id) for r in runs]
@@ -251,10 +303,13 @@ class Publisher:
         for message in messages:
             assert message is not None
             by_key[message[0]].append(message[1])
-        if not by_key.keys() <= self._lists:
+        lists = by_key.keys() | {group.list_key for group in moves}
+        if not lists <= self._lists:
             with self._lists_lock:
-                self._lists.update(by_key)
-        return self.ledger.push(by_key, _PUSH_CHUNK)
+                self._lists.update(lists)
+        return self.ledger.push(
+            by_key, _PUSH_CHUNK, moves=moves, discard=[group.key for group in discard]
+        )
 
     def queue_depths(self, queues: Sequence[str]) -> dict[str, int]:
         """Messages waiting in each of ``queues``: its priority lists' lengths summed, in one
@@ -292,13 +347,14 @@ class Publisher:
         epochs: Mapping[int, int],
         now: Callable[[], datetime],
         rendered: Rendered | None = None,
+        staged: Sequence[StagedGroup] = (),
     ) -> Pushed:
         """Push; the caller marks the result published (outbox), now or a little later with
         mark_published: a crash before the mark leaves the runs for the sweep to publish
         again, and the worker's compare-and-set drops the duplicate."""
         if not runs:
             return Pushed(now(), ())
-        positions = self.push(runs, epochs, rendered)
+        positions = self.push(runs, epochs, rendered, staged)
         pushed = Pushed(self.ledger.instant(now()), tuple(r.run_id for r in runs))
         metrics.observe_publish_lag(runs, pushed.published_at)
         try:
@@ -308,3 +364,25 @@ class Publisher:
             # sends them again republish_after later (one duplicate, which the start drops).
             logger.warning("beat.ledger_failed", extra={"runs": len(runs)}, exc_info=True)
         return pushed
+
+
+def _movable(
+    runs: Sequence[QueuedRun], epochs: Mapping[int, int], staged: Sequence[StagedGroup]
+) -> tuple[list[StagedGroup], list[StagedGroup], list[QueuedRun]]:
+    """The staged groups to move (every run of theirs among ``runs``, their messages of the
+    epochs held now), the others, whose staging lists are deleted, and the runs to push."""
+    moves = [group for group in staged if group.carries_current(epochs)]
+    discard = [group for group in staged if not group.carries_current(epochs)]
+    if not moves:
+        return [], discard, list(runs)
+    moving = {run_id for group in moves for run_id in group.run_ids}
+    direct = [run for run in runs if run.run_id not in moving]
+    if len(runs) - len(direct) == len(moving):
+        return moves, discard, direct
+    # Some run of a group is not pushed here (fenced out, held back at its queue's bound, or
+    # its partition dropped): the group's list is deleted, its other runs pushed as any.
+    ids = {run.run_id for run in runs}
+    whole = [group for group in moves if all(run_id in ids for run_id in group.run_ids)]
+    broken = [group for group in moves if group not in whole]
+    kept, _none, direct = _movable(runs, epochs, whole)
+    return kept, discard + broken, direct

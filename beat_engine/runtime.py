@@ -29,6 +29,8 @@ def build_engine(config: EngineConfig, *, clock: Clock | None = None) -> BeatEng
         config=config,
         clock=clock or DatabaseClock(SystemClock()),
         store=RedisLeaseStore(lease_client),
-        publisher=Publisher(broker, origin=config.node_id),
+        # A staging list outlives its instant by a minute at most (claims ahead are at most
+        # the look-ahead early): then it expires, moved or not (beat_engine/broker_staging.py).
+        publisher=Publisher(broker, origin=config.node_id, staging_ttl_s=config.lookahead_s + 60.0),
         feed=feed,
     )

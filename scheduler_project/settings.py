@@ -253,6 +253,9 @@ SCHEDULER: dict[str, Any] = {
     "CLAIM_AHEAD_S": env_float("SCHEDULER_CLAIM_AHEAD_S", 20.0, minimum=0.0),
     # How late a claim-ahead batch may make the next armed push (docs/engine.md).
     "CLAIM_AHEAD_SLACK_S": env_float("SCHEDULER_CLAIM_AHEAD_SLACK_S", 0.03, minimum=0.0),
+    # Runs claimed ahead for one instant and queue, at least this many, have their messages
+    # staged in the broker at the claim and moved at the instant (docs/engine.md); 0: none.
+    "STAGE_MIN_RUNS": env_int("SCHEDULER_STAGE_MIN_RUNS", 100, minimum=0),
     # While a backlog drains, claim batches shrink below CLAIM_BATCH so that one takes about
     # this long, the longest another tenant's firing waits for it (0: always CLAIM_BATCH;
     # docs/limits.md, "Fairness under a burst").

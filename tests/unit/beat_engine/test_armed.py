@@ -29,8 +29,8 @@ def test_a_run_comes_out_at_its_instant_with_its_jobs_next_firing() -> None:
 
     assert armed.next_due() == T
     assert armed.holds_job(job)
-    assert armed.pop_due(T - timedelta(microseconds=1)) == ([], {}, [])
-    assert armed.pop_due(T) == ([run], {run.run_id: ("q", "message", 7)}, [following])
+    assert armed.pop_due(T - timedelta(microseconds=1)) == ([], {}, [], [])
+    assert armed.pop_due(T) == ([run], {run.run_id: ("q", "message", 7)}, [following], [])
     assert len(armed) == 0
     assert armed.next_due() is None
     assert not armed.holds_job(job)
@@ -44,7 +44,7 @@ def test_a_reloaded_job_keeps_its_run_but_not_its_next_firing() -> None:
 
     armed.forget_following([job])
 
-    assert armed.pop_due(T) == ([run], {}, [])
+    assert armed.pop_due(T) == ([run], {}, [], [])
 
 
 def test_dropped_partitions_take_their_runs_and_next_firings() -> None:
@@ -56,7 +56,7 @@ def test_dropped_partitions_take_their_runs_and_next_firings() -> None:
 
     armed.drop_partitions([2])
 
-    runs, _rendered, following = armed.pop_due(T)
+    runs, _rendered, following, _staged = armed.pop_due(T)
     assert runs == [kept]
     assert [e.job_id for e in following] == [job_kept]
 
@@ -71,7 +71,7 @@ def test_pop_due_hands_out_exactly_the_runs_due_earliest_first(
         armed.arm(run, uuid.uuid4())
     cut = T + timedelta(milliseconds=cut_ms)
 
-    out, _rendered, _following = armed.pop_due(cut)
+    out, _rendered, _following, _staged = armed.pop_due(cut)
 
     assert sorted(r.run_id for r in out) == sorted(r.run_id for r in runs if r.due_at <= cut)
     assert [r.due_at for r in out] == sorted(r.due_at for r in out)
@@ -89,7 +89,7 @@ def test_a_run_armed_again_comes_out_once_at_its_latest_instant() -> None:
 
     assert len(armed) == 1
     assert armed.next_due() == again.due_at
-    assert armed.pop_due(T) == ([], {}, [])
+    assert armed.pop_due(T) == ([], {}, [], [])
     assert armed.pop_due(again.due_at)[0] == [again]
     assert armed.next_due() is None
 
