@@ -36,6 +36,16 @@ class Armed:
     staged: StagedGroup | None = None
 
 
+@dataclass
+class DueRuns:
+    """Armed runs handed out at their instant, for the push."""
+
+    runs: list[QueuedRun]
+    rendered: Rendered
+    staged: list[StagedGroup]
+    taken: list[Armed]
+
+
 class ArmedRuns:
     def __init__(self) -> None:
         # Every bucket holds only runs still armed, in the order they were armed, and every
@@ -81,29 +91,30 @@ class ArmedRuns:
     def next_due(self) -> datetime | None:
         return self._instants[0] if self._instants else None
 
-    def pop_due(
-        self, now: datetime
-    ) -> tuple[list[QueuedRun], Rendered, list[DueEntry], list[StagedGroup]]:
-        """The runs due by ``now`` (earliest first), their rendered messages, their jobs'
-        next firings for the heap, and the staging lists their messages wait in."""
-        runs: list[QueuedRun] = []
-        rendered: Rendered = {}
-        following: list[DueEntry] = []
-        staged: dict[StagedGroup, None] = {}
-        held, jobs = self._runs, self._following
+    def pop_due(self, now: datetime) -> DueRuns:
+        """The runs due by ``now`` (earliest first), their rendered messages and the staging
+        lists their messages wait in: only what the push needs, gathered without a hash of
+        any run's id. The caller hands them to ``release`` once pushed (whatever the push's
+        outcome), for their jobs' next firings."""
+        taken: list[Armed] = []
         while self._instants and self._instants[0] <= now:
-            for armed in self._buckets.pop(heapq.heappop(self._instants)):
-                run = armed.run
-                del held[run.run_id]
-                runs.append(run)
-                if armed.rendered is not None:
-                    rendered[run.run_id] = armed.rendered
-                entry = jobs.pop(armed.job_id, None)
-                if entry is not None:
-                    following.append(entry)
-                if armed.staged is not None:
-                    staged[armed.staged] = None
-        return runs, rendered, following, list(staged)
+            taken.extend(self._buckets.pop(heapq.heappop(self._instants)))
+        rendered: Rendered = {a.run.run_id: a.rendered for a in taken if a.rendered is not None}
+        staged = {a.staged: None for a in taken if a.staged is not None}
+        return DueRuns([a.run for a in taken], rendered, list(staged), taken)
+
+    def release(self, due: DueRuns) -> list[DueEntry]:
+        """Forget runs handed out by pop_due; returns their jobs' next firings for the heap
+        (a job whose partition was dropped meanwhile has none: it is not ours)."""
+        held, jobs = self._runs, self._following
+        following: list[DueEntry] = []
+        for armed in due.taken:
+            if held.get(armed.run.run_id) is armed:
+                del held[armed.run.run_id]
+            entry = jobs.pop(armed.job_id, None)
+            if entry is not None:
+                following.append(entry)
+        return following
 
     def forget_following(self, jobs: Iterable[uuid.UUID]) -> None:
         """Jobs reloaded from their rows (changed): the row says where each belongs now."""

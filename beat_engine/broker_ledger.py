@@ -121,7 +121,7 @@ class BrokerLedger:
         for group in moves:
             move_at.append(len(pipe))
             pipe.eval(MOVE_LUA, 3, group.key, group.list_key, count_key(group.list_key),
-                      len(group.run_ids))  # fmt: skip
+                      len(group.runs))  # fmt: skip
         for key in discard:
             pipe.delete(key)
         results = pipe.execute()

@@ -875,8 +875,11 @@ class BeatEngine:
         )
         for run in later:
             job = result.job_of_run[run.run_id]
-            self._armed.arm(run, job, rendered.get(run.run_id), following.pop(job, None),
-                            staged.get(run.run_id))  # fmt: skip
+            group = staged.get(run.run_id)
+            # A staged run's message is in Redis: not kept here too (about 1 KB a run). If its
+            # group cannot be moved, the push renders it again.
+            message = rendered.get(run.run_id) if group is None else None
+            self._armed.arm(run, job, message, following.pop(job, None), group)
         armed = {run.run_id for run in later}
         result.queued = [r for r in result.queued if r.run_id not in armed]
         return list(following.values())
@@ -886,17 +889,19 @@ class BeatEngine:
         fence, docs/architecture.md, Invariants); their jobs' next firings enter the heap."""
         now = self.clock.now()
         started = self.clock.monotonic()
-        runs, rendered, following, staged = self._armed.pop_due(now)
+        due = self._armed.pop_due(now)
+        runs = due.runs
         if not runs:
+            return
+        try:
+            sent = self._publish(runs, due.rendered, since=runs[0].due_at, staged=due.staged)
+        finally:
+            # After the push, failed or not: the jobs' next firings are not due for a while
+            # yet, and at a spike's instant every firing waits for the push.
+            pushed = self.clock.monotonic()
+            following = self._armed.release(due)
             if following:
                 self._push_within_horizon(following)
-            return
-        sent = self._publish(runs, rendered, since=runs[0].due_at, staged=staged)
-        pushed = self.clock.monotonic()
-        # After the push: the jobs' next firings are not due for a while yet, and at a
-        # spike's instant every firing waits for the push.
-        if following:
-            self._push_within_horizon(following)
         assert runs[0].due_at is not None
         logger.info(
             "beat.armed_push",

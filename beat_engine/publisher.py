@@ -236,19 +236,19 @@ class Publisher:
         """Stage the messages of runs armed for one instant and one broker list, at least
         ``min_runs`` of them (beat_engine/broker_staging.py); returns each staged run's group.
         A group left out is pushed at its instant as any run."""
-        by_group: dict[tuple[datetime | None, str], list[tuple[uuid.UUID, int, str, int]]]
+        by_group: dict[tuple[datetime | None, str], list[tuple[QueuedRun, str, int]]]
         by_group = defaultdict(list)
         for run in runs:
             message = rendered.get(run.run_id)
             if message is not None:
                 key, text, epoch = message
-                by_group[(run.due_at, key)].append((run.run_id, run.partition, text, epoch))
+                by_group[(run.due_at, key)].append((run, text, epoch))
         groups = [(key, members) for (_due, key), members in by_group.items()
                   if len(members) >= min_runs]  # fmt: skip
         if not groups:
             return {}
         staged = self._stager.stage(groups, _PUSH_CHUNK)
-        return {run_id: group for group in staged for run_id in group.run_ids}
+        return {run.run_id: group for group in staged for run in group.runs}
 
     def discard(self, staged: Sequence[StagedGroup]) -> None:
         self._client.delete(*(group.key for group in staged))
@@ -270,13 +270,11 @@ class Publisher:
         moves, discard, direct = _movable(runs, epochs, staged)
         positions, moved = self._push_direct(direct, epochs, rendered, moves, discard)
         # A staging list that lost messages moved the first ones staged: the rest go as any.
-        left = {run_id for group, went in zip(moves, moved, strict=True)
-                for run_id in group.run_ids[went:]}  # fmt: skip
+        left = [run for group, went in zip(moves, moved, strict=True)
+                for run in group.runs[went:]]  # fmt: skip
         if left:
             logger.warning("beat.staged_lost", extra={"runs": len(left)})
-            again, _ = self._push_direct(
-                [r for r in runs if r.run_id in left], epochs, rendered, (), ()
-            )
+            again, _ = self._push_direct(left, epochs, rendered, (), ())
             for key, position in again.items():
                 positions[key] = max(positions.get(key, 0), position)
         return positions
@@ -375,14 +373,15 @@ def _movable(
     discard = [group for group in staged if not group.carries_current(epochs)]
     if not moves:
         return [], discard, list(runs)
-    moving = {run_id for group in moves for run_id in group.run_ids}
-    direct = [run for run in runs if run.run_id not in moving]
+    # By identity: the runs armed are the very objects staged (beat_engine/broker_staging.py).
+    moving = {id(run) for group in moves for run in group.runs}
+    direct = [run for run in runs if id(run) not in moving]
     if len(runs) - len(direct) == len(moving):
         return moves, discard, direct
     # Some run of a group is not pushed here (fenced out, held back at its queue's bound, or
     # its partition dropped): the group's list is deleted, its other runs pushed as any.
-    ids = {run.run_id for run in runs}
-    whole = [group for group in moves if all(run_id in ids for run_id in group.run_ids)]
+    ids = {id(run) for run in runs}
+    whole = [group for group in moves if all(id(run) in ids for run in group.runs)]
     broken = [group for group in moves if group not in whole]
     kept, _none, direct = _movable(runs, epochs, whole)
     return kept, discard + broken, direct

@@ -223,3 +223,24 @@ def test_a_node_gone_with_staged_messages_leaves_each_run_to_its_successor_once(
     # The successor armed what it found and pushed it; the lists it never staged are not its.
     assert set(_staging_keys(redis_client)) == set(left)
     assert all(redis_client.pttl(key) > 0 for key in left)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_spike_whose_staging_lists_redis_lost_is_rendered_again_and_pushed_once(
+    redis_client: redis.Redis,
+) -> None:
+    for _ in range(25):
+        job_factory(cron="* * * * *")
+    clock = FakeClock(T0)
+    engine = _spike_engine(clock)
+    clock.advance(INSTANT - timedelta(seconds=5) - clock.now())
+    engine.tick()
+    # What a Redis restart without persistence leaves of them (the queue is empty anyway).
+    redis_client.delete(*_staging_keys(redis_client))
+
+    clock.advance(INSTANT - clock.now())
+    engine.tick()
+
+    pushed = [run for run, _epoch in _pushed(redis_client)]
+    assert len(pushed) == len(set(pushed)) == 25
+    assert set(pushed) == set(JobRun.objects.values_list("id", flat=True))
