@@ -288,7 +288,7 @@ class Publisher:
         discard: Sequence[StagedGroup],
     ) -> tuple[dict[str, int], list[int]]:
         ready = rendered or {}
-        # One look-up per run: at a spike's instant this loop is most of the Python work left.
+        # One look-up per run: for a spike pushed without staging, most of the Python work.
         messages: list[tuple[str, str, int] | None] = [ready.get(r.run_id) for r in runs]
         stale = [
             r for r, m in zip(runs, messages, strict=True)
