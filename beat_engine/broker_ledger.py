@@ -33,8 +33,6 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
-from beat_engine.broker_staging import MOVE_LUA, StagedGroup
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -59,6 +57,21 @@ return 1
 """
 
 _RECORD_SHA = hashlib.sha1(_RECORD_LUA.encode()).hexdigest()
+
+# Moves up to ARGV[1] messages of a staging list (beat_engine/broker_staging.py) from its tail
+# (the first staged) to the broker list's head, where an LPUSH puts them, deletes the staging
+# list and raises the pushed count by as many as moved. KEYS: staging list, broker list,
+# pushed count. Returns {moved, count}.
+MOVE_LUA = """
+local want = tonumber(ARGV[1])
+local moved = 0
+while moved < want do
+  if not redis.call('RPOPLPUSH', KEYS[1], KEYS[2]) then break end
+  moved = moved + 1
+end
+redis.call('DEL', KEYS[1])
+return {moved, redis.call('INCRBY', KEYS[3], moved)}
+"""
 
 
 def count_key(list_key: str) -> str:
@@ -103,13 +116,14 @@ class BrokerLedger:
         messages: Mapping[str, Sequence[str]],
         chunk: int,
         *,
-        moves: Sequence[StagedGroup] = (),
+        moves: Sequence[tuple[str, str, int]] = (),
         discard: Sequence[str] = (),
     ) -> tuple[dict[str, int], list[int]]:
-        """LPUSH each list's messages and raise its count, move each staged group onto its
-        list (its script raises the count by as many as it moved) and delete the staging
-        lists ``discard`` names, in one MULTI. Returns each list's count after its last
-        message (the position a batch entry is recorded at) and how many each move moved."""
+        """LPUSH each list's messages and raise its count, move each (staging list, broker
+        list, messages staged) onto its broker list (the script raises the count by as many as
+        it moved) and delete the staging lists ``discard`` names, in one MULTI. Returns each
+        list's count after its last message (the position a batch entry is recorded at) and
+        how many each move moved."""
         pipe = self._client.pipeline(transaction=True)
         count_at: dict[str, int] = {}
         for key, batch in messages.items():
@@ -118,20 +132,19 @@ class BrokerLedger:
             count_at[key] = len(pipe)
             pipe.incrby(count_key(key), len(batch))
         move_at: list[int] = []
-        for group in moves:
+        for staging, list_key, staged in moves:
             move_at.append(len(pipe))
-            pipe.eval(MOVE_LUA, 3, group.key, group.list_key, count_key(group.list_key),
-                      len(group.runs))  # fmt: skip
+            pipe.eval(MOVE_LUA, 3, staging, list_key, count_key(list_key), staged)
         for key in discard:
             pipe.delete(key)
         results = pipe.execute()
         positions = {key: int(results[i]) for key, i in count_at.items()}
         moved: list[int] = []
-        for group, i in zip(moves, move_at, strict=True):
+        for (_staging, list_key, _staged), i in zip(moves, move_at, strict=True):
             went, after = (int(n) for n in results[i])
             moved.append(went)
             # Moves come after every LPUSH in the MULTI: their count is the list's last.
-            positions[group.list_key] = max(positions.get(group.list_key, 0), after)
+            positions[list_key] = max(positions.get(list_key, 0), after)
         return positions, moved
 
     def record(self, positions: Mapping[str, int], at: datetime) -> None:

@@ -5,9 +5,9 @@ for Redis to take in, about a second on the 2-core reference machine (docs/engin
 ahead"). Runs armed together for one instant and one broker list, at least
 ``stage_min_runs`` of them, have their messages pushed at their claim into a staging list
 of their own, which no worker reads. At the instant one script per staging list moves them
-onto the broker list, in the order they were staged, and raises the list's pushed count
-(beat_engine/broker_ledger.py) by as many as it moved, inside the MULTI of the push: only
-the move is left at the instant, not the transfer.
+onto the broker list, in the order they were staged, and raises the list's pushed count by as
+many as it moved (``MOVE_LUA`` in beat_engine/broker_ledger.py), inside the MULTI of the push:
+only the move is left at the instant, not the transfer.
 
 Nothing staged is the record, and nothing staged is sent but by the move, which the push
 makes after the same fence as every push (no stale fence, docs/architecture.md, Invariants),
@@ -32,20 +32,6 @@ import redis
 
 if TYPE_CHECKING:
     from beat_engine.publisher import QueuedRun
-
-# Moves up to ARGV[1] messages from the staging list's tail (the first staged) to the broker
-# list's head, where an LPUSH puts them, deletes the staging list and raises the pushed count
-# by as many as moved. KEYS: staging list, broker list, pushed count. Returns {moved, count}.
-MOVE_LUA = """
-local want = tonumber(ARGV[1])
-local moved = 0
-while moved < want do
-  if not redis.call('RPOPLPUSH', KEYS[1], KEYS[2]) then break end
-  moved = moved + 1
-end
-redis.call('DEL', KEYS[1])
-return {moved, redis.call('INCRBY', KEYS[3], moved)}
-"""
 
 
 @dataclass(eq=False)

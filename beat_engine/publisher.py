@@ -306,7 +306,10 @@ class Publisher:
             with self._lists_lock:
                 self._lists.update(lists)
         return self.ledger.push(
-            by_key, _PUSH_CHUNK, moves=moves, discard=[group.key for group in discard]
+            by_key,
+            _PUSH_CHUNK,
+            moves=[(group.key, group.list_key, len(group.runs)) for group in moves],
+            discard=[group.key for group in discard],
         )
 
     def queue_depths(self, queues: Sequence[str]) -> dict[str, int]:
