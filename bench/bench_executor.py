@@ -264,12 +264,12 @@ def main() -> int:
         "commit (one WAL flush): the start (CAS queued -> running, the attempt row and the "
         "job's fields, in one statement) and the outcome (CAS, attempt row closed, dedup key "
         "recorded, in one statement), both prepared on the worker's connection "
-        '(docs/execution.md, "Database connections in the worker"); plus the connection '
-        "health check (`CONN_HEALTH_CHECKS`, one `SELECT 1`), the hand-off to a reused target "
-        "thread and the run's metrics, kept in the process by prometheus_client (no round "
-        "trip). The worker keeps its database connection across tasks "
-        "(`CELERY_DB_REUSE_MAX`); the last row shows how much of the rest is the WAL flush on "
-        "this disk.\n\n"
+        '(docs/execution.md, "Database connections in the worker"); plus the hand-off to a '
+        "reused target thread and the run's metrics, kept in the process by prometheus_client "
+        "(no round trip). The worker keeps its database connection across tasks "
+        "(`CELERY_DB_REUSE_MAX`) and sends no health probe before the start (a lost connection "
+        "fails the start, which is repeated on a new one); the last row shows how much of the "
+        "rest is the WAL flush on this disk.\n\n"
         "History (2026-11-30, this bench, two alternating before/after pairs in one session on "
         "a busy 2-core host): before the one-statement start and outcome, the reused target "
         "thread and the kept connection, the executor did 43-64 runs/s with 14.0-20.9 ms of "

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from celery import states
 from django.conf import settings
+from django.db import close_old_connections, connection
 
 from beat_engine.backoff import retry_delay
 from beat_engine.clock import Clock
@@ -183,6 +184,30 @@ def _stop_message(stopped: ResultKind, run: StartedRun) -> str:
     if stopped == ResultKind.INTERRUPTED:
         return f"attempt {run.attempt} interrupted: the worker stopped before it finished"
     return "attempt superseded: lease lost"
+
+
+def run_delivery(run_id: object, attempt: object, *, clock: Clock) -> str:
+    """One message of the executor task (jobs/tasks.py), as it arrived: the outcome's value."""
+    try:
+        parsed = uuid.UUID(str(run_id))
+        attempt_no = int(attempt)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        # A malformed message can never succeed; retrying it would only loop.
+        logger.error("execution.message.malformed", extra={"run_id": run_id, "attempt": attempt})
+        metrics.MALFORMED_MESSAGES.inc()
+        return "malformed"
+    # Connections outlive tasks (CELERY_DB_REUSE_MAX): as Django does per request, drop one
+    # that saw an error or is older than CONN_MAX_AGE.
+    close_old_connections()
+    # But no CONN_HEALTH_CHECKS probe (a SELECT 1, a round trip per run): the first statement
+    # is the start, which is repeated on a new connection when this one turns out lost
+    # (jobs/db_failover.py), which is all the probe would have found first. The start is a
+    # compare-and-set, so a repeat of a try that had committed changes nothing.
+    connection.health_check_done = True  # type: ignore[attr-defined]  # Django 4.1+, not in the stubs
+    try:
+        return run_execute(run_id=parsed, attempt=attempt_no, clock=clock).value
+    finally:
+        release_task_connection()
 
 
 def run_execute(

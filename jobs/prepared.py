@@ -5,10 +5,17 @@ reaches PostgreSQL as new text and is parsed and planned afresh. A worker sends 
 statements for every run (the start and the outcome compare-and-sets), and their planning cost
 more than their execution: a CTE of UPDATEs over a partitioned table (docs/scaling.md, "Where
 one PostgreSQL primary tops out"). Sent through a server-binding cursor and prepared, each is
-parsed once per connection, and PostgreSQL plans it afresh for its first five runs and then,
-when the generic plan costs no more, once for good (the run id still prunes to one partition,
-at execution). psycopg keeps the connection's prepared statements by text, so each distinct
-statement (a success, a failure, with a dedup key or not) is prepared once.
+parsed once per connection. psycopg keeps the connection's prepared statements by text, so each
+distinct statement (a success, a failure, with a dedup key or not) is prepared once.
+
+Left to itself, PostgreSQL would still plan each of them afresh at every run: after five custom
+plans it keeps the generic plan only when its estimated cost is no higher, and a generic plan
+over the runs table's day partitions adds up every partition's estimate, so it never is. A
+worker's connections therefore set ``plan_cache_mode = force_generic_plan``
+(``install_generic_plans``): each statement is planned once per connection, and the run id, a
+parameter, still prunes the runs and attempts to the run's own partition, at execution (the
+plans say "Subplans Removed"). Only prepared statements (and PL/pgSQL's) have cached plans:
+Django's own statements are sent as text and planned each time, as before.
 
 Behind a transaction-pooling PgBouncer older than 1.21 a prepared statement does not survive
 the hand-over between server connections: SCHEDULER_PREPARED_STATEMENTS=0 sets the connection's
@@ -19,12 +26,42 @@ unprepared (still bound on the server).
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from celery.signals import worker_init
 from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
 
 from beat_engine.fencing import server_cursor
+
+GENERIC_PLANS_SQL = "SET plan_cache_mode = force_generic_plan"
+
+# The database connections (psycopg's, not Django's wrappers) already set: a pooled connection
+# (the gevent pool) is handed out again for every task, and Django announces each hand-out as a
+# new connection; the setting stays with the server session, so it is sent once per session.
+_set: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _generic_plans(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    raw = connection.connection
+    if connection.vendor != "postgresql" or raw is None or raw in _set:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(GENERIC_PLANS_SQL)
+    _set.add(raw)
+
+
+def install_generic_plans() -> None:
+    """Every connection this process opens from now on (any thread) keeps the generic plans of
+    its prepared statements; the current thread's, if open, too. Called as a worker starts
+    (Celery's worker_init, below, before the prefork pool forks): the engine and the web
+    prepare nothing of this kind and keep PostgreSQL's default."""
+    connection_created.connect(_generic_plans, weak=False, dispatch_uid="jobs.prepared.generic")
+    if connection.connection is not None:
+        _generic_plans(None, connection)
 
 
 def fetch_one(sql: str, params: Mapping[str, Any]) -> Sequence[Any] | None:
@@ -48,3 +85,10 @@ def _prepared_fetch_one(
     with server_cursor() as cursor:
         cursor.execute(sql, params, prepare=True)
         return cursor.fetchone()
+
+
+def _worker_init(**_kwargs: Any) -> None:
+    install_generic_plans()
+
+
+worker_init.connect(_worker_init, weak=False, dispatch_uid="jobs.prepared.worker_init")

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import logging
-import uuid
 
 from celery import shared_task
-from django.db import close_old_connections
 
 from beat_engine.clock import SystemClock
 from beat_engine.db_clock import DatabaseClock
-from jobs import metrics
-from jobs.execution import run_execute
-from jobs.worker_pools import release_task_connection
+from jobs.execution import run_delivery
 from jobs.worker_recycle import retire_if_overloaded
 
 logger = logging.getLogger(__name__)
@@ -35,27 +31,11 @@ _clock = DatabaseClock(SystemClock())
     reject_on_worker_lost=True,
 )
 def execute_run(run_id: str, attempt: int) -> str:
-    try:
-        parsed = uuid.UUID(str(run_id))
-        attempt_no = int(attempt)
-    except (TypeError, ValueError):
-        # A malformed message can never succeed; retrying it would only loop.
-        logger.error("execution.message.malformed", extra={"run_id": run_id, "attempt": attempt})
-        metrics.MALFORMED_MESSAGES.inc()
-        return "malformed"
-    # Connections outlive tasks (CELERY_DB_REUSE_MAX): as Django does per request, drop one
-    # that is broken or older than CONN_MAX_AGE, and re-arm CONN_HEALTH_CHECKS, so a connection
-    # the database closed while the worker idled is replaced before the start's CAS, not found
-    # broken by it.
-    close_old_connections()
-    try:
-        outcome = run_execute(run_id=parsed, attempt=attempt_no, clock=_clock)
-    finally:
-        release_task_connection()
+    outcome = run_delivery(run_id, attempt, clock=_clock)
     # After the outcome is recorded, and before the result goes back for the ack: a process
     # holding too many abandoned target threads is replaced once this task is done.
     retire_if_overloaded()
-    return outcome.value
+    return outcome
 
 
 @shared_task(name="jobs.dead_letter", ignore_result=True)

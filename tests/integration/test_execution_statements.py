@@ -6,12 +6,14 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from django.db import connection
+from django.db.backends.signals import connection_created
 
 from beat_engine.clock import SystemClock
-from jobs import result_writer, target_limits
-from jobs.execution import ExecutionOutcome, run_execute
+from jobs import prepared, result_writer, target_limits
+from jobs.execution import ExecutionOutcome, run_delivery, run_execute
 from jobs.models import DeadLetter, DedupKey, Job, JobRun, RunAttempt
 from jobs.services.dedup import dedup_record
 from jobs.services.runs import run_cancelled, run_dead_letter, run_retry, run_succeed
@@ -236,3 +238,106 @@ def test_the_start_and_the_outcome_are_prepared_once_per_connection() -> None:
     assert len(prepared) == 2, prepared
     assert any("WITH refused AS" in text for text in prepared)
     assert any("WITH finished AS" in text for text in prepared)
+
+
+def _terminate_backend() -> None:
+    """What a restarted server or a failover does to a worker's idle connection."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    params = connection.get_connection_params()
+    conninfo = psycopg.conninfo.make_conninfo(
+        **{k: v for k, v in params.items() if k in {"dbname", "user", "password", "host", "port"}}
+    )
+    with psycopg.connect(conninfo, autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def test_a_delivery_sends_no_health_probe_before_the_start(monkeypatch: Any) -> None:
+    run = _queued(job_factory(target_name="tests.echo"))
+    connection.ensure_connection()
+    probes = []
+    real = connection.is_usable
+    monkeypatch.setattr(connection, "is_usable", lambda: probes.append(1) or real())
+
+    outcome = run_delivery(str(run.id), 1, clock=SystemClock())
+
+    assert outcome == ExecutionOutcome.SUCCEEDED.value
+    assert probes == []
+    assert JobRun.objects.get(id=run.id).state == RunState.SUCCEEDED
+
+
+def test_a_delivery_whose_idle_connection_the_server_closed_runs_once_on_a_new_one() -> None:
+    run = _queued(job_factory(target_name="tests.echo"))
+    connection.ensure_connection()
+    before = connection.connection.info.backend_pid
+    _terminate_backend()
+    try:
+        outcome = run_delivery(str(run.id), 1, clock=SystemClock())
+        after = connection.connection.info.backend_pid
+    finally:
+        # Whatever happened above, the test's teardown gets a working connection.
+        connection.close()
+
+    assert outcome == ExecutionOutcome.SUCCEEDED.value
+    assert after != before
+    done = JobRun.objects.get(id=run.id)
+    assert (done.state, done.attempt) == (RunState.SUCCEEDED, 1)
+    assert RunAttempt.objects.filter(run_id=run.id).count() == 1
+
+
+@pytest.fixture
+def generic_plans() -> Iterator[None]:
+    """A worker's connection, as Celery's worker_init leaves it (jobs/prepared.py)."""
+    connection.close()
+    prepared.install_generic_plans()
+    try:
+        yield
+    finally:
+        connection_created.disconnect(dispatch_uid="jobs.prepared.generic")
+        connection.close()
+
+
+@pytest.mark.usefixtures("generic_plans")
+def test_a_workers_start_and_outcome_are_planned_once_per_connection() -> None:
+    job = job_factory()
+    runs = [_queued(job, offset_s=60 * n) for n in range(8)]
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_generic_plan"
+
+    for run in runs:
+        assert run_start(run_id=run.id, attempt=1, worker="w", now=NOW).outcome == (
+            StartOutcome.STARTED
+        )
+        assert run_succeed(run_id=run.id, attempt=1, now=NOW, result=None)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE '%jobs_jobrun%'"
+        )
+        plans = cursor.fetchall()
+    # Both statements ran eight times, each time on its one generic plan: none planned again.
+    assert sorted(plans) == [(8, 0), (8, 0)], plans
+    assert JobRun.objects.filter(job=job, state=RunState.SUCCEEDED).count() == 8
+
+
+@pytest.mark.usefixtures("generic_plans")
+def test_the_setting_is_sent_once_per_server_session() -> None:
+    sent = []
+
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    connection.ensure_connection()
+    # Announced again for the same session, as a pool hands a connection out again.
+    with connection.execute_wrapper(record):
+        connection_created.send(sender=type(connection), connection=connection)
+    assert prepared.GENERIC_PLANS_SQL not in sent
+
+    connection.close()
+    with connection.execute_wrapper(record):
+        connection.ensure_connection()
+    assert sent.count(prepared.GENERIC_PLANS_SQL) == 1
