@@ -282,7 +282,16 @@ def main() -> int:
         "with 63 day partitions and the default one: before the prepared start and outcome "
         "and the attempts pruned to the run's partition, 8.95 and 10.19 ms per run (overhead "
         "7.74 and 8.78 ms); after, "
-        "5.74 and 6.50 ms (4.53 and 5.16 ms); the bare task 1.21-1.40 ms.\n"
+        "5.74 and 6.50 ms (4.53 and 5.16 ms); the bare task 1.21-1.40 ms. 2026-12-07, "
+        "--quick --runs 1000, three alternating pairs each, on a host about twice as slow as "
+        "on 2026-12-04 for every benchmark: without the health probe before the start, 12.16, "
+        "14.18 and 11.83 ms per run before and 12.45, 12.03 and 11.48 ms after (within the "
+        "noise); with the prepared statements' generic plans as well (docs/execution.md, "
+        '"Database connections in the worker"), 12.89, 12.80 and 14.50 ms before and 10.56, '
+        "12.08 and 10.68 ms after (overhead 10.45-11.44 ms before, 7.92-9.30 ms after); the "
+        "bare task 2.01-3.06 ms. The table above is from that slower host: its ratio to the "
+        "bare task is higher than on 2026-12-03 although each run costs less than before on "
+        "the same host.\n"
     )
     print(section)
     replace_section("Execution", section)

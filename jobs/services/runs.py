@@ -152,8 +152,9 @@ WITH finished AS (
      WHERE id = %(run_id)s AND attempt = %(attempt)s AND state = %(running)s
     RETURNING id, attempt, job_id, tenant_id, dedup_key, state
 ), closed AS (
-    -- The run id once more as a constant: the attempts are partitioned by it too, and only a
-    -- constant lets PostgreSQL prune to the run's own partition instead of probing every day's.
+    -- The run id once more on its own: the attempts are partitioned by it too, and only a value
+    -- known before execution (a constant, or the prepared statement's parameter) lets
+    -- PostgreSQL prune to the run's own partition instead of probing every day's.
     UPDATE jobs_runattempt AS a
        SET outcome = %(outcome)s, error = %(last_error)s, finished_at = %(now)s
       FROM finished AS f
