@@ -46,6 +46,9 @@ _set: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _generic_plans(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    # A SET is undone with a transaction that rolls back: a connection first opened inside one
+    # would keep the default. That costs planning, never a wrong result; a task thread opens
+    # its connection for the start, in autocommit.
     raw = connection.connection
     if connection.vendor != "postgresql" or raw is None or raw in _set:
         return
