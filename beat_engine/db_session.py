@@ -11,6 +11,7 @@ connection closed and carries on through a new one like after any database outag
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -25,14 +26,28 @@ def session_settings_sql(idle_tx_timeout_s: float) -> str:
 def install_session_limits(idle_tx_timeout_s: float) -> None:
     """Apply the limits to every connection this process opens from now on, on any thread,
     and to the current thread's connection if it is already open."""
-    sql = session_settings_sql(idle_tx_timeout_s)
+    set_on_every_session(session_settings_sql(idle_tx_timeout_s), uid="beat_engine.db_session")
+
+
+def set_on_every_session(sql: str, *, uid: str) -> None:
+    """Run the SET ``sql`` on every PostgreSQL session this process opens from now on, on any
+    thread, and on the current thread's if it is open; once per server session.
+
+    Django announces a connection each time it hands one out, and a pool (the gevent worker's)
+    hands the same session out again for every task; the setting stays with the session, so
+    the sessions already set are remembered (psycopg's connections, weakly). A SET is undone
+    with a transaction that rolls back: a session first opened inside one keeps the default."""
+    done: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def on_connect(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute(sql)
+        raw = connection.connection
+        if connection.vendor != "postgresql" or raw is None or raw in done:
+            return
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+        done.add(raw)
 
-    connection_created.connect(on_connect, weak=False, dispatch_uid="beat_engine.db_session")
+    connection_created.connect(on_connect, weak=False, dispatch_uid=uid)
     from django.db import connection
 
     if connection.connection is not None:

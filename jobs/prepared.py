@@ -26,45 +26,27 @@ unprepared (still bound on the server).
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from celery.signals import worker_init
 from django.db import connection
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.signals import connection_created
 
+from beat_engine.db_session import set_on_every_session
 from beat_engine.fencing import server_cursor
 
 GENERIC_PLANS_SQL = "SET plan_cache_mode = force_generic_plan"
-
-# The database connections (psycopg's, not Django's wrappers) already set: a pooled connection
-# (the gevent pool) is handed out again for every task, and Django announces each hand-out as a
-# new connection; the setting stays with the server session, so it is sent once per session.
-_set: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def _generic_plans(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
-    # A SET is undone with a transaction that rolls back: a connection first opened inside one
-    # would keep the default. That costs planning, never a wrong result; a task thread opens
-    # its connection for the start, in autocommit.
-    raw = connection.connection
-    if connection.vendor != "postgresql" or raw is None or raw in _set:
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(GENERIC_PLANS_SQL)
-    _set.add(raw)
+GENERIC_PLANS_UID = "jobs.prepared.generic"
 
 
 def install_generic_plans() -> None:
     """Every connection this process opens from now on (any thread) keeps the generic plans of
     its prepared statements; the current thread's, if open, too. Called as a worker starts
     (Celery's worker_init, below, before the prefork pool forks): the engine and the web
-    prepare nothing of this kind and keep PostgreSQL's default."""
-    connection_created.connect(_generic_plans, weak=False, dispatch_uid="jobs.prepared.generic")
-    if connection.connection is not None:
-        _generic_plans(None, connection)
+    prepare nothing of this kind and keep PostgreSQL's default. A session whose first
+    transaction rolls back keeps the default, which costs planning, never a wrong result; a
+    task thread opens its connection for the start, in autocommit."""
+    set_on_every_session(GENERIC_PLANS_SQL, uid=GENERIC_PLANS_UID)
 
 
 def fetch_one(sql: str, params: Mapping[str, Any]) -> Sequence[Any] | None:

@@ -177,7 +177,7 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # this is set, so each run paid a new PostgreSQL connection (most of its cost). With it the
 # fixup closes them every 1000 tasks; in between, execute_run drops a broken or
 # CONN_MAX_AGE-old connection itself, and a connection found lost by its start is replaced
-# there (jobs/tasks.py says why it sends no CONN_HEALTH_CHECKS probe).
+# there (jobs/execution.py, run_delivery, says why it sends no CONN_HEALTH_CHECKS probe).
 CELERY_DB_REUSE_MAX = 1000
 # Gives each prefork pool process the shutdown event a pool restart sets; a process holding
 # SCHEDULER_MAX_ABANDONED_TARGETS abandoned target threads sets its own, so it exits cleanly

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 from django.contrib.auth.models import User
 from django.db import OperationalError, connection
@@ -15,19 +14,9 @@ from django.test import Client
 
 from jobs.db_failover import UNAVAILABLE_RETRY_AFTER_S, retry_on_failover
 from tests.support.api import api_client_for
+from tests.support.backends import terminate_my_backend
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _terminate_my_backend() -> None:
-    """What a primary's death does to a connection: the server end goes away under it."""
-    pid = connection.connection.info.backend_pid
-    params = connection.get_connection_params()
-    conninfo = psycopg.conninfo.make_conninfo(
-        **{k: v for k, v in params.items() if k in {"dbname", "user", "password", "host", "port"}}
-    )
-    with psycopg.connect(conninfo, autocommit=True) as other:
-        other.execute("SELECT pg_terminate_backend(%s)", [pid])
 
 
 def _backend_pid() -> int:
@@ -38,12 +27,12 @@ def _backend_pid() -> int:
 
 def test_a_statement_safe_to_repeat_reconnects_after_its_server_went_away() -> None:
     first = _backend_pid()
-    _terminate_my_backend()
+    terminate_my_backend()
     with pytest.raises(OperationalError):
         _backend_pid()  # without the retry, the dead connection fails the statement
     connection.close()
     second = _backend_pid()
-    _terminate_my_backend()
+    terminate_my_backend()
     third = retry_on_failover(_backend_pid)
     assert len({first, second, third}) == 3
 

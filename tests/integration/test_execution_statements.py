@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import connection
 from django.db.backends.signals import connection_created
@@ -20,6 +19,7 @@ from jobs.services.runs import run_cancelled, run_dead_letter, run_retry, run_su
 from jobs.services.starts import StartOutcome, run_start
 from jobs.states import AttemptOutcome, RunState
 from tests.support import targets  # noqa: F401  (registers the test targets in this process)
+from tests.support.backends import terminate_my_backend
 from tests.support.factories import T0, job_factory, run_factory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -240,19 +240,6 @@ def test_the_start_and_the_outcome_are_prepared_once_per_connection() -> None:
     assert any("WITH finished AS" in text for text in prepared)
 
 
-def _terminate_backend() -> None:
-    """What a restarted server or a failover does to a worker's idle connection."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        pid = cursor.fetchone()[0]
-    params = connection.get_connection_params()
-    conninfo = psycopg.conninfo.make_conninfo(
-        **{k: v for k, v in params.items() if k in {"dbname", "user", "password", "host", "port"}}
-    )
-    with psycopg.connect(conninfo, autocommit=True) as other:
-        other.execute("SELECT pg_terminate_backend(%s)", [pid])
-
-
 def test_a_delivery_sends_no_health_probe_before_the_start(monkeypatch: Any) -> None:
     run = _queued(job_factory(target_name="tests.echo"))
     connection.ensure_connection()
@@ -271,7 +258,7 @@ def test_a_delivery_whose_idle_connection_the_server_closed_runs_once_on_a_new_o
     run = _queued(job_factory(target_name="tests.echo"))
     connection.ensure_connection()
     before = connection.connection.info.backend_pid
-    _terminate_backend()
+    terminate_my_backend()
     try:
         outcome = run_delivery(str(run.id), 1, clock=SystemClock())
         after = connection.connection.info.backend_pid
@@ -294,7 +281,7 @@ def generic_plans() -> Iterator[None]:
     try:
         yield
     finally:
-        connection_created.disconnect(dispatch_uid="jobs.prepared.generic")
+        connection_created.disconnect(dispatch_uid=prepared.GENERIC_PLANS_UID)
         connection.close()
 
 
@@ -325,19 +312,13 @@ def test_a_workers_start_and_outcome_are_planned_once_per_connection() -> None:
 
 @pytest.mark.usefixtures("generic_plans")
 def test_the_setting_is_sent_once_per_server_session() -> None:
-    sent = []
-
-    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        sent.append(sql)
-        return execute(sql, params, many, context)
-
     connection.ensure_connection()
     # Announced again for the same session, as a pool hands a connection out again.
-    with connection.execute_wrapper(record):
-        connection_created.send(sender=type(connection), connection=connection)
-    assert prepared.GENERIC_PLANS_SQL not in sent
+    again = _count_queries(
+        lambda: connection_created.send(sender=type(connection), connection=connection)
+    )
+    assert prepared.GENERIC_PLANS_SQL not in again
 
     connection.close()
-    with connection.execute_wrapper(record):
-        connection.ensure_connection()
-    assert sent.count(prepared.GENERIC_PLANS_SQL) == 1
+    fresh = _count_queries(connection.ensure_connection)
+    assert fresh.count(prepared.GENERIC_PLANS_SQL) == 1
