@@ -2,7 +2,8 @@
 
 Per-job figures live here, not in metric labels (a job id label would be unbounded). They are
 computed over a bounded window, the job's last FIGURES_WINDOW runs by scheduled_for, read from
-the run_job_history index (job, -scheduled_for) in one statement: a minutely job has 500,000
+the unique firing index (job, scheduled_for) of each run partition, backwards, in one
+statement: a minutely job has 500,000
 runs a year, and counting all of them on every GET grew with its age.
 """
 

@@ -407,7 +407,10 @@ class JobRun(models.Model):
 
     class Meta:
         indexes = [
-            models.Index(fields=["job", "-scheduled_for"], name="run_job_history"),
+            # A job's runs by firing (its history, newest first) are read through each
+            # partition's unique firing index on (job, scheduled_for), scanned backwards
+            # (jobs/run_partitions.py): a second index on the same columns was one more entry
+            # to write at every claim, start and outcome.
             models.Index(fields=["tenant", "state"], name="run_tenant_state"),
             # Engine timers: pending/retry_wait runs become due.
             models.Index(
@@ -499,7 +502,11 @@ class JobRun(models.Model):
 class RunAttempt(models.Model):
     """One attempt at a run: who ran it, when, and how it ended."""
 
-    run = models.ForeignKey(JobRun, on_delete=models.CASCADE, related_name="attempts")
+    # Read by run through attempt_unique_per_run (run, attempt): an index on the run alone was
+    # one more entry to write at every start.
+    run = models.ForeignKey(
+        JobRun, on_delete=models.CASCADE, related_name="attempts", db_index=False
+    )
     attempt = models.PositiveIntegerField()
     epoch = models.BigIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True, default="")

@@ -78,25 +78,36 @@ def run_id_day(run_id: UUID) -> date:
     return (_EPOCH + timedelta(milliseconds=run_id_ms(run_id))).date()
 
 
-# The SQL twin of the functions above (migration 0012 installs it). jobs_run_id_floor and
-# jobs_run_id_ceil are IMMUTABLE, so that a condition `id >= jobs_run_id_floor($1)` prunes
-# partitions when the statement runs; jobs_run_id draws its random bits from
-# gen_random_uuid() (PostgreSQL 13+).
-RUN_ID_FUNCTIONS_SQL = """
+# The SQL twin of the functions above (migration 0012 installs it, 0015 the current bodies of
+# the first three). jobs_run_id_floor and jobs_run_id_ceil are IMMUTABLE, so that a condition
+# `id >= jobs_run_id_floor($1)` prunes partitions when the statement runs; jobs_run_id draws its
+# random bits from gen_random_uuid() (PostgreSQL 13+).
+#
+# The run_id_matches_firing CHECK (jobs/run_partitions.py) calls floor and ceil, and PostgreSQL
+# prepares a table's CHECKs anew in every statement that inserts or updates its rows: every
+# claim, start, heartbeat and outcome. So the three are written for that preparation to be
+# cheap. They are inlined: built only of strict, immutable functions (extract from a timestamptz
+# is STABLE, LEAST and GREATEST are not strict, either of which keeps a function from being
+# inlined and has its body parsed and planned when first called in each statement). And their
+# bodies are SQL-standard (RETURN ...), stored parsed: inlining a body given as text parses it
+# again each time.
+RUN_ID_BOUNDS_SQL = """
 CREATE OR REPLACE FUNCTION jobs_run_id_ms(t timestamptz) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT LEAST(GREATEST(floor(extract(epoch FROM t) * 1000), 0), 281474976710655)::bigint
-$$;
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN numeric_smaller(numeric_larger(floor(extract(epoch FROM t AT TIME ZONE 'UTC') * 1000), 0),
+                       281474976710655)::bigint;
 CREATE OR REPLACE FUNCTION jobs_run_id_floor(t timestamptz) RETURNS uuid
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT encode(substring(int8send(jobs_run_id_ms(t)) FROM 3)
-                  || '\\x00000000000000000000'::bytea, 'hex')::uuid
-$$;
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN encode(substring(int8send(jobs_run_id_ms(t)) FROM 3)
+              || '\\x00000000000000000000'::bytea, 'hex')::uuid;
 CREATE OR REPLACE FUNCTION jobs_run_id_ceil(t timestamptz) RETURNS uuid
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT encode(substring(int8send(jobs_run_id_ms(t)) FROM 3)
-                  || '\\xffffffffffffffffffff'::bytea, 'hex')::uuid
-$$;
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN encode(substring(int8send(jobs_run_id_ms(t)) FROM 3)
+              || '\\xffffffffffffffffffff'::bytea, 'hex')::uuid;
+"""
+RUN_ID_FUNCTIONS_SQL = (
+    RUN_ID_BOUNDS_SQL
+    + """
 CREATE OR REPLACE FUNCTION jobs_run_id(t timestamptz) RETURNS uuid
 LANGUAGE sql VOLATILE STRICT PARALLEL SAFE AS $$
     SELECT encode(substring(int8send(jobs_run_id_ms(t)) FROM 3)
@@ -104,6 +115,7 @@ LANGUAGE sql VOLATILE STRICT PARALLEL SAFE AS $$
       FROM (SELECT uuid_send(gen_random_uuid()) AS r) AS g
 $$;
 """
+)
 
 DROP_RUN_ID_FUNCTIONS_SQL = """
 DROP FUNCTION IF EXISTS jobs_run_id(timestamptz);

@@ -35,7 +35,8 @@ from jobs.services.runs import run_request_cancel
 from jobs.states import RunState
 
 # (job, scheduled_for) is unique, so scheduled_for alone is an exact keyset for one job's runs,
-# and run_job_history (job, -scheduled_for) serves each page as one index range scan.
+# and the unique firing index (job, scheduled_for) of each run partition, scanned backwards,
+# serves each page as one index range scan per partition (jobs/run_partitions.py).
 RUN_KEYS = (KeyField("scheduled_for", "datetime"),)
 DEAD_LETTER_KEYS = (KeyField("moved_at", "datetime"), KeyField("id", "int"))
 

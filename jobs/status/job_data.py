@@ -1,4 +1,4 @@
-"""A job page's reads: the next firings and its recent runs, read through run_job_history."""
+"""A job page's reads: the next firings and its recent runs, read through the firing index."""
 
 from __future__ import annotations
 

@@ -131,8 +131,8 @@ def retries_per_minute(window: Window, *, tenant_id: int | None) -> dict[datetim
     """Attempts after the first queued in each minute, of runs due in the last 24 hours.
 
     The retried runs of the window are found first (materialized: left to itself the planner
-    scans every attempt ever made, bench/bench_status.py), then their attempts through the
-    attempts' run_id index."""
+    scans every attempt ever made, bench/bench_status.py), then their attempts through
+    attempt_unique_per_run (run, attempt)."""
     runs = runs_due(since=window.now - DAY, until=window.now, tenant_id=tenant_id)
     rows = _rows(
         f"""

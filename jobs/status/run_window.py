@@ -1,10 +1,10 @@
 """Runs due in a time window, read through an index: the FROM clause of the overview's reads.
 
-No index of ``jobs_jobrun`` starts with ``scheduled_for``; the one that holds it is
-run_job_history ``(job, -scheduled_for)``. Reading a window for all jobs therefore takes one
-of two forms:
+The index these reads use is each run partition's unique firing index ``(job,
+scheduled_for)`` (jobs/run_partitions.py). Reading a window for all jobs therefore takes one of
+two forms:
 
-* **by job**: for each job in scope, one index range of run_job_history inside the window
+* **by job**: for each job in scope, one index range of the firing index inside the window
   (a LATERAL join). Its cost is the number of jobs plus the runs in the window, whatever the
   length of the run history, which only grows.
 * **by scan**: one pass over the runs with the window as a filter (a parallel sequential scan,

@@ -81,6 +81,80 @@ def test_python_and_sql_agree_on_every_instants_range(instant: datetime) -> None
 
 
 @pytest.mark.django_db
+def test_the_run_id_functions_are_inlined_where_they_are_called() -> None:
+    # Not inlined, a SQL function's body is parsed and planned again in every statement that
+    # calls it: the run_id_matches_firing CHECK at every insert and update of a run.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN (VERBOSE) SELECT jobs_run_id_floor(scheduled_for), "
+            "jobs_run_id_ceil(scheduled_for) FROM jobs_jobrun"
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "EXTRACT(epoch" in plan
+    assert "jobs_run_id" not in plan
+    # And inlined from a stored parse tree: a body stored as text is parsed at every inlining.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT proname FROM pg_proc WHERE proname IN "
+            "('jobs_run_id_ms', 'jobs_run_id_floor', 'jobs_run_id_ceil') "
+            "AND prosqlbody IS NOT NULL ORDER BY proname"
+        )
+        stored = [name for (name,) in cursor.fetchall()]
+    assert stored == ["jobs_run_id_ceil", "jobs_run_id_floor", "jobs_run_id_ms"]
+
+
+@pytest.mark.django_db
+def test_the_run_id_functions_do_not_depend_on_the_sessions_time_zone() -> None:
+    instant = datetime(2031, 3, 10, 23, 59, 59, 999_999, tzinfo=UTC)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL TimeZone = 'Pacific/Kiritimati'")
+        cursor.execute("SELECT jobs_run_id_floor(%s), jobs_run_id_ceil(%s)", [instant, instant])
+        assert cursor.fetchone() == (run_id_floor(instant), run_id_ceil(instant))
+
+
+_SAME_COLUMNS_SQL = """
+SELECT c.relname, i.indexrelid::regclass::text, i.indisunique,
+       array_agg(a.attname || CASE WHEN (i.indoption[k.n - 1] & 1) = 1 THEN ' desc' ELSE '' END
+                 ORDER BY k.n)
+  FROM pg_index AS i
+  JOIN pg_class AS c ON c.oid = i.indrelid
+  JOIN pg_am AS am ON am.oid = (SELECT relam FROM pg_class WHERE oid = i.indexrelid)
+  CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+  JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum = k.attnum
+ WHERE c.relname = ANY(%s) AND am.amname = 'btree' AND i.indpred IS NULL
+   AND i.indexprs IS NULL
+ GROUP BY c.relname, i.indexrelid, i.indisunique
+"""
+
+
+def _flipped(columns: list[str]) -> list[str]:
+    return [c[: -len(" desc")] if c.endswith(" desc") else c + " desc" for c in columns]
+
+
+@pytest.mark.django_db
+def test_no_index_of_runs_or_attempts_repeats_the_leading_columns_of_another() -> None:
+    # Every index is one more entry to write at every claim, start and outcome (a run's state
+    # changes are never HOT): one whose columns lead another index, in its order or the
+    # reverse, serves no read that the other does not, and only costs.
+    partitions_ensure([DAY])
+    tables = [partition_name(RUN_TABLE, DAY), partition_name(ATTEMPT_TABLE, DAY),
+              f"{RUN_TABLE}_default", f"{ATTEMPT_TABLE}_default"]  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(_SAME_COLUMNS_SQL, [tables])
+        indexes = cursor.fetchall()
+    assert {table for table, *_ in indexes} == set(tables)
+    repeats = [
+        (name, other)
+        for table, name, unique, columns in indexes
+        for other_table, other, _, other_columns in indexes
+        if other_table == table and other != name and not unique
+        and len(columns) <= len(other_columns)
+        and other_columns[: len(columns)] in (columns, _flipped(columns))
+    ]  # fmt: skip
+    assert repeats == []
+
+
+@pytest.mark.django_db
 def test_a_run_gets_its_id_from_its_firing_and_lands_in_its_days_partition() -> None:
     partitions_ensure([DAY - timedelta(days=1), DAY, DAY + timedelta(days=1)])
     run = run_factory(job_factory(), scheduled_for=NOON)
