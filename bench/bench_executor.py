@@ -77,8 +77,8 @@ def queued_runs(job: Any, runs: int, now: datetime) -> list[Any]:
     """``runs`` queued runs of ``job`` at attempt 1, inserted, one microsecond apart from half a
     minute past a minute ten minutes ago (no firing of the job's own schedule, on whole minutes,
     among them): in a day partition, where a deployment's runs are. Until 2026-12-07 they were
-    in 2030, so in the default partition, whose partition check every update evaluates is the
-    negation of every day's bounds."""
+    in 2030, so in the default partition, whose partition check (evaluated by every update)
+    is the negation of every day's bounds."""
     from django.db import connection
 
     from jobs.models import JobRun

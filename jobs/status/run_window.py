@@ -1,8 +1,8 @@
 """Runs due in a time window, read through an index: the FROM clause of the overview's reads.
 
 The index these reads use is each run partition's unique firing index ``(job,
-scheduled_for)`` (jobs/run_partitions.py). Reading a window for all jobs therefore takes one of
-two forms:
+scheduled_for)`` (jobs/run_partitions.py), which leads with the job. Reading a window for all
+jobs therefore takes one of two forms:
 
 * **by job**: for each job in scope, one index range of the firing index inside the window
   (a LATERAL join). Its cost is the number of jobs plus the runs in the window, whatever the
