@@ -78,19 +78,34 @@ def run_id_day(run_id: UUID) -> date:
     return (_EPOCH + timedelta(milliseconds=run_id_ms(run_id))).date()
 
 
+def run_id_prefix_sql(instant: str) -> str:
+    """SQL for the 6-byte prefix (bytea) of the ids of runs at ``instant``, an SQL expression
+    of type timestamptz: its Unix millisecond, floored and clamped as ``instant_ms`` does.
+
+    Built of strict, immutable built-in functions only, so that PostgreSQL has no function
+    body to read and inline where it appears: the run_id_matches_firing CHECK
+    (jobs/run_partitions.py), prepared anew in every statement that writes a run.
+    ``extract`` from a timestamptz is STABLE; from the same instant at time zone 'UTC', a
+    timestamp, it is immutable and gives the same epoch whatever the session's TimeZone.
+    ``jobs_run_id_ms`` below computes the same millisecond (a test holds the two equal)."""
+    return (
+        "substring(int8send(numeric_smaller(numeric_larger("
+        f"floor(extract(epoch FROM {instant} AT TIME ZONE 'UTC') * 1000), 0), "
+        "281474976710655)::bigint) FROM 3)"
+    )
+
+
 # The SQL twin of the functions above (migration 0012 installs it, 0015 the current bodies of
 # the first three). jobs_run_id_floor and jobs_run_id_ceil are IMMUTABLE, so that a condition
 # `id >= jobs_run_id_floor($1)` prunes partitions when the statement runs; jobs_run_id draws its
 # random bits from gen_random_uuid() (PostgreSQL 13+).
 #
-# The run_id_matches_firing CHECK (jobs/run_partitions.py) calls floor and ceil, and PostgreSQL
-# prepares a table's CHECKs anew in every statement that inserts or updates its rows: every
-# claim, start, heartbeat and outcome. So the three are written for that preparation to be
-# cheap. They are inlined: built only of strict, immutable functions (extract from a timestamptz
-# is STABLE, LEAST and GREATEST are not strict, either of which keeps a function from being
-# inlined and has its body parsed and planned when first called in each statement). And their
-# bodies are SQL-standard (RETURN ...), stored parsed: inlining a body given as text parses it
-# again each time.
+# The three are inlined where they are called: built only of strict, immutable functions
+# (LEAST and GREATEST are not strict, and would keep a function from being inlined and have its
+# body parsed and planned when first called in each statement). And their bodies are
+# SQL-standard (RETURN ...), stored parsed: inlining a body given as text parses it again each
+# time. Inlining still reads each body's stored tree at every statement that is planned, so the
+# CHECK that runs in every write of a run calls none of them (jobs/run_partitions.py).
 RUN_ID_BOUNDS_SQL = """
 CREATE OR REPLACE FUNCTION jobs_run_id_ms(t timestamptz) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE

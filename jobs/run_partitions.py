@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from datetime import date, timedelta
 
-from jobs.run_ids import day_id_range, day_start
+from jobs.run_ids import day_id_range, day_start, run_id_prefix_sql
 
 RUN_TABLE = "jobs_jobrun"
 ATTEMPT_TABLE = "jobs_runattempt"
@@ -28,8 +28,15 @@ PARTITION_KEYS = {RUN_TABLE: "id", ATTEMPT_TABLE: "run_id"}
 # millisecond (jobs/run_ids.py). It is what makes the per-partition unique firing keys one
 # global key: a row whose id did not come from its scheduled_for could land in another day's
 # partition than its firing's twin. Database-only (Django's state does not evaluate it).
+# The id's first 6 bytes are the firing's prefix: the same rows as `id BETWEEN
+# jobs_run_id_floor(scheduled_for) AND jobs_run_id_ceil(scheduled_for)` (its form until
+# migration 0016), written with built-in functions only. PostgreSQL prepares a table's CHECKs
+# anew in every statement that inserts or updates its rows (every claim, published mark,
+# start, heartbeat and outcome), and inlining the two functions there read their stored bodies
+# back each time: about 9% of a worker's PostgreSQL backend's CPU (docs/execution.md, "What
+# each write of a run costs PostgreSQL").
 RUN_ID_CHECK_NAME = "run_id_matches_firing"
-RUN_ID_CHECK_SQL = "id BETWEEN jobs_run_id_floor(scheduled_for) AND jobs_run_id_ceil(scheduled_for)"
+RUN_ID_CHECK_SQL = f"substring(uuid_send(id) FROM 1 FOR 6) = {run_id_prefix_sql('scheduled_for')}"
 
 # Every DDL on the partitions (creating, detaching, dropping, attaching) takes this
 # transaction-level advisory lock first, so two processes never change the layout at once.

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -247,3 +248,38 @@ def test_the_migration_keeps_every_row_and_reference(old_database: psycopg.Conne
     assert child_run[0] == "pending"
     assert child_run[1] == [new_id("2026-11-22T09:30Z")]
     _manage("check", "--database", "default")
+
+    # 0016 and back: the CHECK of run ids changes form, validated on every partition each way,
+    # and refuses a run whose id is another instant's in either form.
+    def check_forms() -> set[tuple[str, bool]]:
+        return set(conn.execute(
+            "SELECT pg_get_constraintdef(oid), convalidated FROM pg_constraint"
+            " WHERE conname = 'run_id_matches_firing'"
+        ).fetchall())  # fmt: skip
+
+    stray = {"id": run_id_floor(datetime(2026, 11, 23, tzinfo=UTC)), "job": old["parent"],
+             "tenant": tenant, "t": "2026-11-22T10:00Z", "state": "succeeded", "error": "",
+             "ups": []}  # fmt: skip
+
+    def the_one_form() -> tuple[str, bool]:
+        forms = check_forms()
+        assert len(forms) == 1, forms  # the same on the parent and every partition
+        return forms.pop()
+
+    assert "uuid_send(id)" in the_one_form()[0]
+    _manage("migrate", "jobs", "0015", "-v0")
+    assert the_one_form() == (
+        "CHECK (((id >= jobs_run_id_floor(scheduled_for)) AND "
+        "(id <= jobs_run_id_ceil(scheduled_for))))",
+        True,
+    )
+    with pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute(RUN_SQL, stray)
+    _manage("migrate", "-v0")
+    definition, validated = the_one_form()
+    assert "uuid_send(id)" in definition
+    assert "jobs_run_id" not in definition
+    assert validated
+    with pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute(RUN_SQL, stray)
+    assert _one(conn, "SELECT count(*) FROM jobs_jobrun") == runs_before + 2

@@ -19,8 +19,14 @@ from prometheus_client import REGISTRY
 from beat_engine.history_purger import HistoryPurger
 from jobs.execution import ExecutionOutcome, run_execute
 from jobs.models import JobRun, RunAttempt
-from jobs.run_ids import run_id_ceil, run_id_floor, run_id_for
-from jobs.run_partitions import ATTEMPT_TABLE, RUN_TABLE, partition_name
+from jobs.run_ids import instant_ms, run_id_ceil, run_id_floor, run_id_for, run_id_ms
+from jobs.run_partitions import (
+    ATTEMPT_TABLE,
+    RUN_ID_CHECK_NAME,
+    RUN_ID_CHECK_SQL,
+    RUN_TABLE,
+    partition_name,
+)
 from jobs.services import starts
 from jobs.services.history_partitions import (
     partition_days,
@@ -110,6 +116,72 @@ def test_the_run_id_functions_do_not_depend_on_the_sessions_time_zone() -> None:
         cursor.execute("SET LOCAL TimeZone = 'Pacific/Kiritimati'")
         cursor.execute("SELECT jobs_run_id_floor(%s), jobs_run_id_ceil(%s)", [instant, instant])
         assert cursor.fetchone() == (run_id_floor(instant), run_id_ceil(instant))
+
+
+# An id's prefix: an offset from the firing's millisecond, or one of the ends of the 48-bit
+# range, where the clamp of instants before 1970 and after year 10889 decides.
+_ID_PREFIXES = st.tuples(st.just("offset"), st.sampled_from([-1, 0, 1])) | st.tuples(
+    st.just("prefix"), st.sampled_from([0, 1, 2**48 - 2, 2**48 - 1])
+)
+
+
+@pytest.mark.django_db
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.datetimes(
+        min_value=datetime(1900, 1, 1),  # noqa: DTZ001 - naive bounds, UTC instants
+        max_value=datetime(9999, 12, 30),  # noqa: DTZ001
+        timezones=st.just(UTC),
+    ),
+    _ID_PREFIXES,
+    st.sampled_from([0, 2**80 - 1]) | st.integers(0, 2**80 - 1),
+)
+def test_the_run_id_check_accepts_exactly_the_ids_of_the_firings_millisecond(
+    instant: datetime, prefix: tuple[str, int], tail: int
+) -> None:
+    kind, value = prefix
+    ms = min(max(instant_ms(instant) + value, 0), 2**48 - 1) if kind == "offset" else value
+    run_id = UUID(int=(ms << 80) | tail)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {RUN_ID_CHECK_SQL}, id BETWEEN jobs_run_id_floor(scheduled_for)"
+            " AND jobs_run_id_ceil(scheduled_for)"
+            " FROM (VALUES (%s::uuid, %s::timestamptz)) AS v(id, scheduled_for)",
+            [run_id, instant],
+        )
+        check, old_form = cursor.fetchone()
+    assert check == old_form == (run_id_ms(run_id) == instant_ms(instant))
+
+
+@pytest.mark.django_db
+def test_the_run_id_check_reads_no_function_body_and_is_the_one_installed() -> None:
+    # PostgreSQL prepares the CHECK in every statement that writes a run: a function of ours
+    # in it is a body read and inlined each time. pg_depend records a constraint's functions
+    # other than the built-in ones, whose rows are pinned.
+    partitions_ensure([DAY])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.conrelid::regclass::text, c.convalidated, pg_get_constraintdef(c.oid),"
+            " (SELECT count(*) FROM pg_depend d WHERE d.classid = 'pg_constraint'::regclass"
+            "    AND d.objid = c.oid AND d.refclassid = 'pg_proc'::regclass)"
+            " FROM pg_constraint c WHERE c.conname = %s",
+            [RUN_ID_CHECK_NAME],
+        )
+        installed = {table: rest for table, *rest in cursor.fetchall()}
+        # The text this code holds, as PostgreSQL prints it, to compare with the installed one.
+        cursor.execute(
+            "CREATE TEMP TABLE run_id_check_form (id uuid, scheduled_for timestamptz,"
+            f" CHECK ({RUN_ID_CHECK_SQL}))"
+        )
+        cursor.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+            " WHERE conrelid = 'run_id_check_form'::regclass"
+        )
+        (expected,) = cursor.fetchone()
+    assert {RUN_TABLE, partition_name(RUN_TABLE, DAY), f"{RUN_TABLE}_default"} <= set(installed)
+    assert set(map(tuple, installed.values())) == {(True, expected, 0)}
 
 
 _SAME_COLUMNS_SQL = """
