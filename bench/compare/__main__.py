@@ -16,7 +16,7 @@ from bench.compare.contender import Contender
 from bench.compare.machine import describe_machine
 from bench.compare.ours import OURS, engine_available
 from bench.compare.peers import PEERS
-from bench.compare.runner import PEER_EXIT, RunResult, measure
+from bench.compare.runner import NO_HOLDER, PEER_EXIT, RunResult, measure
 from bench.compare.services import ROOT, SERVICES_DIR, prepare_databases, services
 from bench.compare.timing import expected_duration_s, planned_runs
 from bench.compare.workload import PROFILES, Profile
@@ -89,14 +89,15 @@ def fatal(result: RunResult) -> bool:
     """Whether a run fails the benchmark (CI included). Any error of ours or of the harness
     fails it, and so do firings of jobs that were not due (our harness aims every scheduler).
     Duplicates and misses fail it for ours only. A peer's are findings about that peer, and so
-    is a peer's scheduler process exiting on its own (RedBeat's beat loses its 10 s lock
-    during a long tick at 1,000 firings/s and exits with LockNotOwnedError): printed by
-    ``findings`` and shown in the report, never hidden."""
+    are a peer's scheduler process exiting on its own and a failover kill that finds no single
+    peer process holding the work (RedBeat's beat loses its 10 s lock during a long tick at
+    1,000 firings/s: the standby takes it and ticks too, and the holder's next extend raises
+    LockNotOwnedError): printed by ``findings`` and shown in the report, never hidden."""
     ours = result.scheduler.startswith("ours")
     if result.unexpected:
         return True
     if result.error:
-        return ours or not result.error.startswith(PEER_EXIT)
+        return ours or not result.error.startswith((PEER_EXIT, NO_HOLDER))
     return ours and bool(result.duplicates or result.misses)
 
 

@@ -35,6 +35,10 @@ QUEUE_KEYS = ("celery", "scheduler",
 SAMPLE_EVERY_S = 0.2
 # The error of a run whose scheduler process ended on its own before the run did.
 PEER_EXIT = "scheduler process exited early"
+# No single process held the work when the failover's kill was due: for ours a failure, for a
+# peer a finding (RedBeat's beats both ticking once its lock lapsed mid-tick, bench/compare/
+# method.py).
+NO_HOLDER = "failover: no process held the work at the kill instant"
 # After the last expected message, how long we keep watching for late duplicates.
 SETTLE_S = 3.0
 
@@ -158,7 +162,7 @@ def _wait(
         if kill is not None and result.kill_at is None and now >= result.due_at + case.kill_after_s:
             killed = kill()
             if killed is None:
-                result.error = "failover: no process held the work at the kill instant"
+                result.error = NO_HOLDER
                 return
             result.victim, result.kill_at = killed
         alive = [
