@@ -184,3 +184,19 @@ def test_a_peer_exiting_on_its_own_is_a_finding_other_errors_fail() -> None:
     assert findings([exited])
     assert fatal(harness)
     assert fatal(ours)
+
+
+def test_a_failover_kill_with_no_single_peer_holder_is_a_finding_but_fails_ours() -> None:
+    # RedBeat's lock lapses mid-tick at 1,000 firings/s and both beats tick: there is no one
+    # process to kill. For ours the same means no node held the leases, a failure.
+    from bench.compare.__main__ import fatal, findings
+    from bench.compare.runner import NO_HOLDER
+
+    peer = _result("redbeat")
+    peer.error = NO_HOLDER
+    ours = _result("ours-2")
+    ours.error = NO_HOLDER
+
+    assert not fatal(peer)
+    assert findings([peer])
+    assert fatal(ours)
