@@ -23,12 +23,14 @@ sys.path.insert(0, str(ROOT))
 from bench.docs_section import replace_section  # noqa: E402
 
 
-def _services() -> Any:
+def _services(directory: str = "bench") -> Any:
+    """None when DATABASE_URL and REDIS_URL are both set; else embedded servers, started in
+    .local/``directory`` (stop them at the end)."""
     if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
         return None
     from scheduler_project.embedded import EmbeddedServices
 
-    services = EmbeddedServices(ROOT / ".local" / "bench")
+    services = EmbeddedServices(ROOT / ".local" / directory)
     os.environ.update(services.start())
     return services
 
@@ -71,6 +73,24 @@ def _wait(predicate: Any, timeout_s: float = 600) -> None:
         if time.monotonic() > deadline:
             raise SystemExit("bench timed out")
         time.sleep(0.01)
+
+
+def noop_job(tenant: Any, name: str, now: datetime) -> Any:
+    """A job of ``tenant`` that calls the no-op callable on the bench queue, every minute (whole
+    minutes: none of queued_runs' firings is one of its own)."""
+    from jobs.services.jobs import JobInput, job_create
+
+    return job_create(
+        tenant=tenant,
+        data=JobInput(
+            name=name,
+            target_kind="callable",
+            target_name="bench.noop",
+            cron="* * * * *",
+            queue="bench",
+        ),
+        now=now,
+    )
 
 
 def queued_runs(job: Any, runs: int, now: datetime) -> list[Any]:
@@ -125,7 +145,6 @@ def _hot_window_partitions() -> int:
 
 def _bench_executor(runs: int, running_limit: int | None = None) -> float:
     from jobs.models import JobRun, Tenant
-    from jobs.services.jobs import JobInput, job_create
     from jobs.states import RunState
     from scheduler_project.celery import app
 
@@ -134,17 +153,7 @@ def _bench_executor(runs: int, running_limit: int | None = None) -> float:
     # A running limit far above the one worker process: every start takes the limited path
     # (the tenant's lock and the count, jobs/services/running_limits.py), none waits.
     Tenant.objects.filter(id=tenant.id).update(max_running_runs=running_limit)
-    job = job_create(
-        tenant=tenant,
-        data=JobInput(
-            name=f"bench-{now.timestamp()}",
-            target_kind="callable",
-            target_name="bench.noop",
-            cron="* * * * *",
-            queue="bench",
-        ),
-        now=now,
-    )
+    job = noop_job(tenant, f"bench-{now.timestamp()}", now)
     rows = queued_runs(job, runs, now)
     ids = [str(r.id) for r in rows]
     started = time.monotonic()

@@ -25,23 +25,14 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_executor import _hot_window_partitions, _services, noop_job, queued_runs  # noqa: E402
+
 # Runs executed before the measured ones: the connection's statements prepared and planned.
 WARM_UP = 200
-
-
-def _services() -> Any:
-    if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
-        return None
-    from scheduler_project.embedded import EmbeddedServices
-
-    services = EmbeddedServices(ROOT / ".local" / "run-writes-bench")
-    os.environ.update(services.start())
-    return services
 
 
 def _cpu_s(pid: int) -> float:
@@ -53,28 +44,17 @@ def _cpu_s(pid: int) -> float:
 def measure(runs: int, wait_s: float = 0.0) -> dict[str, float]:
     from django.db import connection
 
-    from bench.bench_executor import _hot_window_partitions, queued_runs
+    from jobs import result_writer
     from jobs.execution import run_delivery
     from jobs.models import Tenant
     from jobs.prepared import install_generic_plans
-    from jobs.services.jobs import JobInput, job_create
     from jobs.tasks import _clock
 
     partitions = _hot_window_partitions()
     install_generic_plans()
     now = datetime.now(UTC)
     tenant, _ = Tenant.objects.get_or_create(name="bench", defaults={"created_at": now})
-    job = job_create(
-        tenant=tenant,
-        data=JobInput(
-            name=f"run-writes-{now.timestamp()}",
-            target_kind="callable",
-            target_name="bench.noop",
-            cron="* * * * *",
-            queue="bench",
-        ),
-        now=now,
-    )
+    job = noop_job(tenant, f"run-writes-{now.timestamp()}", now)
     ids = [str(row.id) for row in queued_runs(job, runs + WARM_UP, now)]
     # A new session, so that it starts with the generic plans, as a worker's does.
     connection.close()
@@ -96,6 +76,9 @@ def measure(runs: int, wait_s: float = 0.0) -> dict[str, float]:
         cursor.execute("SELECT pg_backend_pid()")
         if int(cursor.fetchone()[0]) != backend:
             raise SystemExit("the connection changed during the measurement")
+    # The runs' results are stored off the run, by a writer thread; written now, while the
+    # servers are up, not at exit after they stopped.
+    result_writer.flush()
     return {
         "runs": runs,
         "day_partitions": partitions,
@@ -116,7 +99,7 @@ def main() -> int:
         "a profiler to it (perf record -p PID)",
     )
     args = parser.parse_args()
-    services = _services()
+    services = _services("run-writes-bench")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
     os.environ["SCHEDULER_CLIENT_MODULES"] = "scheduler_project.demo,bench.bench_tasks"
     os.environ["LOG_LEVEL"] = "WARNING"
