@@ -78,21 +78,28 @@ def run_id_day(run_id: UUID) -> date:
     return (_EPOCH + timedelta(milliseconds=run_id_ms(run_id))).date()
 
 
-def run_id_prefix_sql(instant: str) -> str:
-    """SQL for the 6-byte prefix (bytea) of the ids of runs at ``instant``, an SQL expression
-    of type timestamptz: its Unix millisecond, floored and clamped as ``instant_ms`` does.
+def run_id_ms_sql(instant: str) -> str:
+    """SQL for the Unix millisecond of ``instant`` (an SQL expression of type timestamptz),
+    floored and clamped to the 48 bits of the prefix as ``instant_ms`` does: a bigint.
 
-    Built of strict, immutable built-in functions only, so that PostgreSQL has no function
-    body to read and inline where it appears: the run_id_matches_firing CHECK
-    (jobs/run_partitions.py), prepared anew in every statement that writes a run.
-    ``extract`` from a timestamptz is STABLE; from the same instant at time zone 'UTC', a
-    timestamp, it is immutable and gives the same epoch whatever the session's TimeZone.
-    ``jobs_run_id_ms`` below computes the same millisecond (a test holds the two equal)."""
+    Built of strict, immutable built-in functions only: ``extract`` from a timestamptz is
+    STABLE; from the same instant at time zone 'UTC', a timestamp, it is immutable and gives the
+    same epoch whatever the session's TimeZone. The body of jobs_run_id_ms below, and the
+    run_id_matches_firing CHECK's (jobs/run_partitions.py) through run_id_prefix_sql."""
     return (
-        "substring(int8send(numeric_smaller(numeric_larger("
+        "numeric_smaller(numeric_larger("
         f"floor(extract(epoch FROM {instant} AT TIME ZONE 'UTC') * 1000), 0), "
-        "281474976710655)::bigint) FROM 3)"
+        "281474976710655)::bigint"
     )
+
+
+def run_id_prefix_sql(instant: str) -> str:
+    """SQL for the 6-byte prefix (bytea) of the ids of runs at ``instant``.
+
+    With no function of ours in it, so that PostgreSQL has no function body to read and inline
+    where it appears: the run_id_matches_firing CHECK (jobs/run_partitions.py), prepared anew
+    in every statement that writes a run."""
+    return f"substring(int8send({run_id_ms_sql(instant)}) FROM 3)"
 
 
 # The SQL twin of the functions above (migration 0012 installs it, 0015 the current bodies of
@@ -106,11 +113,10 @@ def run_id_prefix_sql(instant: str) -> str:
 # SQL-standard (RETURN ...), stored parsed: inlining a body given as text parses it again each
 # time. Inlining still reads each body's stored tree at every statement that is planned, so the
 # CHECK that runs in every write of a run calls none of them (jobs/run_partitions.py).
-RUN_ID_BOUNDS_SQL = """
+RUN_ID_BOUNDS_SQL = f"""
 CREATE OR REPLACE FUNCTION jobs_run_id_ms(t timestamptz) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN numeric_smaller(numeric_larger(floor(extract(epoch FROM t AT TIME ZONE 'UTC') * 1000), 0),
-                       281474976710655)::bigint;
+RETURN {run_id_ms_sql("t")};
 CREATE OR REPLACE FUNCTION jobs_run_id_floor(t timestamptz) RETURNS uuid
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN encode(substring(int8send(jobs_run_id_ms(t)) FROM 3)
