@@ -53,6 +53,17 @@ def _where(run_id: UUID, table: str = RUN_TABLE) -> str:
         return str(cursor.fetchone()[0])
 
 
+# Instants from 1900 to 9999 in UTC, each example one or two queries on the test database.
+_INSTANTS = st.datetimes(
+    min_value=datetime(1900, 1, 1),  # noqa: DTZ001 - naive bounds, UTC instants
+    max_value=datetime(9999, 12, 30),  # noqa: DTZ001
+    timezones=st.just(UTC),
+)
+_DATABASE_EXAMPLES = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
 @pytest.fixture
 def drop_days() -> Iterator[list[date]]:
     """Days whose partitions a committing test created, dropped again after it (DDL outlives
@@ -63,16 +74,8 @@ def drop_days() -> Iterator[list[date]]:
 
 
 @pytest.mark.django_db
-@settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(
-    st.datetimes(
-        min_value=datetime(1900, 1, 1),  # noqa: DTZ001 - naive bounds, UTC instants
-        max_value=datetime(9999, 12, 30),  # noqa: DTZ001
-        timezones=st.just(UTC),
-    )
-)
+@_DATABASE_EXAMPLES
+@given(_INSTANTS)
 def test_python_and_sql_agree_on_every_instants_range(instant: datetime) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -126,15 +129,9 @@ _ID_PREFIXES = st.tuples(st.just("offset"), st.sampled_from([-1, 0, 1])) | st.tu
 
 
 @pytest.mark.django_db
-@settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@_DATABASE_EXAMPLES
 @given(
-    st.datetimes(
-        min_value=datetime(1900, 1, 1),  # noqa: DTZ001 - naive bounds, UTC instants
-        max_value=datetime(9999, 12, 30),  # noqa: DTZ001
-        timezones=st.just(UTC),
-    ),
+    _INSTANTS,
     _ID_PREFIXES,
     st.sampled_from([0, 2**80 - 1]) | st.integers(0, 2**80 - 1),
 )
