@@ -56,8 +56,16 @@ WITH advanced AS (
       FROM unnest(%(job_ids)s::uuid[], %(nexts)s::timestamptz[], %(lasts)s::timestamptz[],
                   %(statuses)s::text[], %(expected)s::timestamptz[], %(versions)s::int[])
            AS u(id, next_fire_at, last_fire_at, status, expected_at, expected_version)
-     WHERE j.id = u.id AND j.status = 'active' AND j.next_fire_at = u.expected_at
-       AND j.version = u.expected_version AND j.partition = ANY(%(partitions)s::int[])
+     -- The batch's ids as one array probed by primary key, as well as joined: a job row is
+     -- found by id whatever the statistics say. On a database whose jobs_job was never
+     -- analyzed (registered in bulk less than an autovacuum pass ago), the planner's default
+     -- estimate of status = 'active' (one row in 200) made it scan every job of the owned
+     -- partitions and compare each with every id of the batch: 0.24-0.49 s for claims of
+     -- 77-101 rows among 10,000 jobs (EXPLAIN ANALYZE), and a node fell behind 1,000 firings
+     -- a second for good (docs/benchmarks.md, "A new database's first steady run").
+     WHERE j.id = ANY(%(job_ids)s::uuid[]) AND j.id = u.id AND j.status = 'active'
+       AND j.next_fire_at = u.expected_at AND j.version = u.expected_version
+       AND j.partition = ANY(%(partitions)s::int[])
     RETURNING j.id, j.tenant_id, j.partition
 ), inserted AS (
     INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger, state,
