@@ -216,7 +216,7 @@ class BeatEngine:
         if changes is not None:
             self._take_changes(changes, mono)
         busy = self._claim_due()
-        self._claim_ahead(busy=busy)
+        self._claim_ahead()
         # Marks wait while a timer drain goes on too: written between two of its ticks, 7,000
         # marks held up the last 3,000 children of one parent by 0.3 s (bench/bench_dag.py).
         self._outbox.flush_due(draining=bool(self._backlog or self._carried or self._timers_more))
@@ -624,8 +624,9 @@ class BeatEngine:
                         or self._take_batch(ahead=True)
                     )
                 self._commit(current)
-                if ahead is None and self._may_claim_more(claimed):
-                    # No backlog: whatever fell due meanwhile (a steady arrival rate).
+                if ahead is None and self._may_claim_more(claimed) and not self._armed_due():
+                    # No backlog: whatever fell due meanwhile (a steady arrival rate). Not past
+                    # an armed run's instant: the tick's push goes first (the next tick's).
                     ahead = self._take_batch(ahead=False)
                 current, ahead = ahead, None
             if self._backlog and self._carried is None:
@@ -689,6 +690,10 @@ class BeatEngine:
             # changing hands would wait for, with nobody claiming them.
             and not (self.feed is not None and self.feed.membership_changed())
         )
+
+    def _armed_due(self) -> bool:
+        armed = self._armed.next_due()
+        return armed is not None and armed <= self.clock.now()
 
     def _claim_behind(self, preparing: ClaimBatch | None) -> None:
         """Claim and push, now, the due firings of tenants behind the round being claimed,
@@ -914,34 +919,49 @@ class BeatEngine:
             },
         )  # fmt: skip
 
-    def _claim_ahead(self, *, busy: bool) -> None:
-        """Nothing due: claim the firings due within claim_ahead_s now, batch by batch, for
-        at most max_claim_s and never into an armed run's instant, so that at each instant
-        only the push is left (docs/engine.md, "Claim ahead")."""
+    def _claim_ahead(self) -> None:
+        """Claim the firings due within claim_ahead_s now, earliest first, batch by batch, for
+        at most max_claim_s, pushing the armed runs whose instant comes meanwhile, so that at
+        each instant only the push is left (docs/engine.md, "Claim ahead").
+
+        It runs whenever no backlog drains, also while firings are due: the earliest first,
+        those are in its first batches, claimed as at their instant. A pass that waited for
+        nothing to be due never ran again once a stream's firings fell due before their claim
+        ahead, and each later one was claimed at its instant (docs/engine.md, "A node that falls
+        behind a stream gets ahead again")."""
         lead = self.config.claim_ahead_s
         mono = self.clock.monotonic()
-        if busy or not lead or self._more_queued() or self._draining:
+        if not lead or self._more_queued() or self._draining:
             return
         if mono < self._next_ahead_mono:
             return
         stop = min(mono + self.config.max_claim_s, self.ownership.next_due_mono)
+        pushed = False
         while (mono := self.clock.monotonic()) < stop:
             now = self.clock.now()
             size = self._sizer.size()
             armed = self._armed.next_due()
             if armed is not None:
-                # A batch must end before the next armed push: by the last batches' time per
-                # row, with a margin for the push itself.
                 until_push = (armed - now).total_seconds()
-                room = until_push - _ARMED_MARGIN_S
-                if until_push > 0:
-                    # Under a steady stream an armed push is due every few milliseconds and no
-                    # batch would fit before it: one may delay it by up to the slack instead.
-                    room = max(room, self.config.claim_ahead_slack_s)
+                if until_push <= 0 and not pushed:
+                    # An armed instant came during the pass: its push, then a batch (below,
+                    # within the slack), then the next push. Under a steady stream one falls
+                    # due every few milliseconds: a pass that ended there claimed nothing ahead
+                    # once it had fallen behind, and one that pushed whenever a run was due
+                    # pushed one run at a time and never claimed.
+                    self._push_armed()
+                    pushed = True
+                    continue
+                pushed = False
+                # A batch must end before the next armed push: by the last batches' time per
+                # row, with a margin for the push itself. Under a steady stream an armed push
+                # is due every few milliseconds and no batch would fit before it: one may
+                # delay it by up to the slack instead.
+                room = max(until_push - _ARMED_MARGIN_S, self.config.claim_ahead_slack_s)
                 per_row = self._sizer.per_row_s
                 fits = int(room / per_row) if per_row else size
                 if room <= 0 or fits < 1:
-                    self._next_ahead_mono = mono + max(0.0, room + _ARMED_MARGIN_S)
+                    self._next_ahead_mono = mono + until_push
                     return
                 size = min(size, fits)
             entries = self.heap.pop_due(now + timedelta(seconds=lead), size)

@@ -250,3 +250,75 @@ def test_a_claim_ahead_may_run_the_slack_past_the_next_armed_push_never_pushing_
     _tick_at(clock, engine, INSTANT + timedelta(seconds=5.5))
     assert _pushed_run_ids(redis_client)[1] == JobRun.objects.get(job=later).id
     engine.shutdown()
+
+
+def test_a_claim_ahead_pass_pushes_the_armed_runs_due_meanwhile_and_goes_on(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a steady stream an armed run falls due every few milliseconds, so one is always
+    due by the time a pass starts. A pass that ended there never claimed ahead again: every
+    later firing was claimed at its instant (docs/engine.md, "A node that falls behind a stream
+    gets ahead again")."""
+    first, second, later = (
+        job_factory(interval=timedelta(hours=1), anchor_at=T0) for _ in range(3)
+    )
+    instants = {
+        first.id: INSTANT,
+        second.id: INSTANT + timedelta(milliseconds=5),
+        # Outside the window of the pass 5 s before INSTANT, inside that of the pass at it.
+        later.id: INSTANT + timedelta(seconds=5.5),
+    }
+    for job_id, at in instants.items():
+        Job.objects.filter(id=job_id).update(next_fire_at=at)
+    clock = FakeClock(T0)
+    engine = _engine(clock)
+    _claim_ahead(clock, engine)
+    assert set(JobRun.objects.values_list("job_id", flat=True)) == {first.id, second.id}
+
+    # The tick's own push of the first run takes 10 ms: the second's instant passes meanwhile.
+    push = engine._push_armed
+
+    def slow_push() -> None:
+        push()
+        clock.advance(timedelta(milliseconds=10))
+
+    monkeypatch.setattr(engine, "_push_armed", slow_push)
+    _tick_at(clock, engine, INSTANT)
+
+    runs = dict(JobRun.objects.values_list("job_id", "id"))
+    assert later.id in runs, "the pass claimed nothing ahead once an armed run was due"
+    assert _pushed_run_ids(redis_client) == [runs[first.id], runs[second.id]]
+    engine.shutdown()
+
+
+def test_claims_at_the_instant_stop_for_an_armed_push_that_falls_due(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node behind its stream claims firings at their instant batch after batch; an armed
+    run whose instant comes meanwhile is pushed before the next of those batches, not after."""
+    armed = job_factory(interval=timedelta(hours=1), anchor_at=T0)
+    Job.objects.filter(id=armed.id).update(next_fire_at=INSTANT + timedelta(milliseconds=5))
+    clock = FakeClock(T0)
+    engine = _engine(clock)
+    _claim_ahead(clock, engine)
+    assert JobRun.objects.filter(job=armed).count() == 1
+    # Two firings the engine learns of only now (as from the change feed), one due at the
+    # instant and one 3 ms after the armed run's.
+    behind, next_behind = (job_factory(interval=timedelta(hours=1), anchor_at=T0) for _ in range(2))
+    Job.objects.filter(id=behind.id).update(next_fire_at=INSTANT)
+    Job.objects.filter(id=next_behind.id).update(next_fire_at=INSTANT + timedelta(milliseconds=8))
+    engine._reload_jobs({j.id: j.partition for j in (behind, next_behind)})
+
+    # The claim of the first takes 10 ms: both the armed instant and the second firing pass.
+    commit = engine._commit
+
+    def slow_commit(batch: Any) -> None:
+        commit(batch)
+        clock.advance(timedelta(milliseconds=10))
+
+    monkeypatch.setattr(engine, "_commit", slow_commit)
+    _tick_at(clock, engine, INSTANT)
+
+    runs = dict(JobRun.objects.values_list("job_id", "id"))
+    assert _pushed_run_ids(redis_client) == [runs[behind.id], runs[armed.id], runs[next_behind.id]]
+    engine.shutdown()
