@@ -106,9 +106,16 @@ def test_a_spike_loses_no_lease_and_a_killed_node_fails_over(
         fair = assign_partitions(PARTITIONS, ["n1", "n2"])
         split = {p: n for n, parts in fair.items() for p in parts}
         wait_until(lambda: _owners(redis_client) == split, timeout_s=30, what="a fair split")
+        # A partition handed over is first written with the new owner's name by the old owner
+        # (a hand-over epoch), then taken by the new owner with an epoch of its own: the split
+        # is settled once each node says it owns its share, which it logs after its take.
         wait_until(
             lambda: (
-                {o for _e, o in _epochs().values()} == {"n1", "n2"}
+                all(
+                    (owned := node.events("beat.lease.owned"))
+                    and set(owned[-1]["owned"]) == set(fair[node.node_id])
+                    for node in (n1, n2)
+                )
                 and all(split[p] == o for p, (_e, o) in _epochs().items())
             ),
             timeout_s=10,
