@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from beat_engine import gc_pauses
 from beat_engine.clock import SystemClock
 from beat_engine.config import EngineConfig
 from beat_engine.engine import BeatEngine
@@ -76,6 +77,9 @@ class Command(BaseCommand):
             extra={"node": config.node_id, "partitions": config.partitions,
                    "lease_ttl_s": config.lease_ttl_s},
         )  # fmt: skip
+        # Last before the loop: what is alive now lives as long as the process (docs/engine.md,
+        # "Garbage collection").
+        gc_pauses.freeze_start_up()
         engine.run(stop)
         logging.getLogger("beat_engine").info("beat.stop", extra={"node": config.node_id})
 
