@@ -625,8 +625,9 @@ class BeatEngine:
                     )
                 self._commit(current)
                 if ahead is None and self._may_claim_more(claimed) and not self._armed_due():
-                    # No backlog: whatever fell due meanwhile (a steady arrival rate). Not past
-                    # an armed run's instant: the tick's push goes first (the next tick's).
+                    # No backlog: whatever fell due meanwhile (a steady arrival rate). Not once
+                    # an armed run's instant has come: its push goes first, in the claim-ahead
+                    # pass that follows or at the next tick's start.
                     ahead = self._take_batch(ahead=False)
                 current, ahead = ahead, None
             if self._backlog and self._carried is None:
