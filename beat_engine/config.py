@@ -51,8 +51,8 @@ class EngineConfig:
     # something is always due, and only a time bound lets the loop renew its leases.
     max_claims_per_tick: int = 20_000
     max_claim_s: float = 0.5
-    # Firings due within this long are claimed ahead of their instant when nothing is due, and
-    # pushed at it (docs/engine.md, "Claim ahead"); 0 claims each firing at its instant.
+    # Firings due within this long are claimed ahead of their instant unless a backlog drains,
+    # and pushed at it (docs/engine.md, "Claim ahead"); 0 claims each firing at its instant.
     claim_ahead_s: float = 20.0
     # How late a claim-ahead batch may make the next armed push (docs/engine.md, "Claim
     # ahead", "Under a steady stream"); 0: a batch always ends before it.
