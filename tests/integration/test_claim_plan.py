@@ -9,9 +9,7 @@ for claims of about 100 rows among 10,000 jobs), and a node fell behind a steady
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.db import connection, transaction
@@ -21,19 +19,12 @@ from beat_engine.fencing import epoch_take, server_cursor
 from beat_engine.heap import DueEntry
 from jobs.models import Job
 from tests.support.factories import T0, job_factory
+from tests.support.plans import copy_job, plan_nodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 JOBS = 5_000
 BATCH = 100
-
-# Every job of the one partition, copied from a template with new ids and names.
-_CLONE_SQL = """
-CREATE TEMP TABLE clones ON COMMIT DROP AS
-SELECT j.* FROM jobs_job j CROSS JOIN generate_series(1, %s) WHERE j.id = %s;
-UPDATE clones SET id = gen_random_uuid(), name = name || '-' || gen_random_uuid();
-INSERT INTO jobs_job SELECT * FROM clones;
-"""
 
 # As on a database never analyzed: no column statistics, no row count. Catalog writes are
 # transactional: the test's rollback restores them, and autovacuum cannot analyze the table
@@ -44,17 +35,11 @@ UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE oid = 'jobs_job'::regclas
 """
 
 
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
-
-
 @pytest.mark.parametrize("statistics", ["analyzed", "never analyzed"])
 def test_the_claim_reads_only_its_batch_of_jobs(statistics: str) -> None:
     template = job_factory(interval=timedelta(seconds=10))
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_CLONE_SQL, [JOBS - 1, template.id])
+    # Every job of the one partition: copies of the template.
+    copy_job(template.id, JOBS - 1)
     jobs = list(Job.objects.filter(partition=template.partition).values_list("id", "next_fire_at"))
     assert len(jobs) == JOBS
     epochs = {template.partition: epoch_take(partition=template.partition, node="n", now=T0)}
@@ -77,7 +62,7 @@ def test_the_claim_reads_only_its_batch_of_jobs(statistics: str) -> None:
         transaction.set_rollback(True)
 
     plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-    nodes = list(_nodes(plan))
+    nodes = plan_nodes(plan)
     job_scans = [
         n for n in nodes if n.get("Relation Name") == "jobs_job" and "Scan" in n["Node Type"]
     ]

@@ -23,6 +23,7 @@ from jobs.states import RunState
 from tests.support.beat_nodes import broker_messages, make_engine, message_args
 from tests.support.clock import FakeClock
 from tests.support.factories import T0, job_factory, tenant_factory
+from tests.support.plans import copy_job, plan_nodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -114,22 +115,6 @@ def test_messages_a_worker_took_and_never_started_are_sent_again(
     assert sorted(set(_sent_run_ids(redis_client))) == sorted(str(i) for i in queued)
 
 
-def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [plan]
-    for child in plan.get("Plans", []):
-        found += _plan_nodes(child)
-    return found
-
-
-# Copies of one job (new id and name), so jobs_job is as big as a real one.
-SEED_JOBS_SQL = """
-INSERT INTO jobs_job
-SELECT (jsonb_populate_record(NULL::jobs_job, to_jsonb(j) || jsonb_build_object(
-        'id', gen_random_uuid(), 'name', j.name || '-' || i))).*
-  FROM jobs_job j, generate_series(1, %(count)s) AS i
- WHERE j.id = %(job)s
-"""
-
 SEED_RUNS_SQL = """
 INSERT INTO jobs_jobrun (id, job_id, tenant_id, partition, scheduled_for, trigger, state,
     due_at, attempt, epoch, dedup_key, worker, cancel_requested, queued_at, published_at,
@@ -154,8 +139,9 @@ def test_sweep_reads_both_kinds_of_lost_publish_from_indexes() -> None:
     is two index range scans and a primary-key lookup per run kept, never a sequential scan
     of jobs_jobrun or jobs_job (docs/engine.md "Sweep" shows this plan)."""
     job = job_factory(interval=timedelta(hours=1))
+    # Copies of the job, so jobs_job is as big as a real one.
+    copy_job(job.id, 5_000)
     with connection.cursor() as cursor:
-        cursor.execute(SEED_JOBS_SQL, {"job": job.id, "count": 5_000})
         cursor.execute(SEED_RUNS_SQL, {"tenant": job.tenant_id, "t0": T0, "count": 60_000})
         cursor.execute("ANALYZE jobs_job")
         cursor.execute("ANALYZE jobs_jobrun")
@@ -178,7 +164,7 @@ def test_sweep_reads_both_kinds_of_lost_publish_from_indexes() -> None:
         parent_index = dict(cursor.fetchall())
         cursor.execute("SELECT relname FROM pg_class WHERE relkind = 'r' AND reltuples = 0")
         empty = {row[0] for row in cursor.fetchall()}
-    nodes = _plan_nodes(plan["Plan"])
+    nodes = plan_nodes(plan["Plan"])
     scans = {(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in nodes}
     assert not [s for s in scans if s[0] == "Seq Scan" and s[1] not in empty], scans
     indexes = {parent_index.get(s[2], s[2]) for s in scans}

@@ -12,26 +12,12 @@ from django.db import connection
 
 from beat_engine.horizon import HORIZON_SQL, load_horizon
 from tests.support.factories import T0, job_factory, tenant_factory
+from tests.support.plans import copy_job, plan_nodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 TIE = 20_000
 INSTANT = T0 + timedelta(seconds=20)
-
-# Copies of one job, all in partition 0 and due at one instant (a minute boundary's crons).
-COPY_SQL = """
-INSERT INTO jobs_job
-SELECT r.*
-  FROM jobs_job j, generate_series(1, %(count)s) AS i,
-       LATERAL jsonb_populate_record(NULL::jobs_job, to_jsonb(j) || jsonb_build_object(
-         'id', gen_random_uuid(), 'name', j.name || '-' || i, 'partition', 0,
-         'next_fire_at', %(instant)s::timestamptz)) AS r
- WHERE j.id = %(job)s
-"""
-
-
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    return [plan, *(n for child in plan.get("Plans", []) for n in _nodes(child))]
 
 
 @pytest.fixture
@@ -39,7 +25,9 @@ def tie() -> None:
     job = job_factory(tenant_factory(), interval=timedelta(hours=1), anchor_at=T0)
     with connection.cursor() as cursor:
         cursor.execute("UPDATE jobs_job SET partition = 1 WHERE id = %s", [job.id])
-        cursor.execute(COPY_SQL, {"instant": INSTANT, "count": TIE, "job": job.id})
+    # Copies of the job, all in partition 0 and due at one instant (a minute boundary's crons).
+    copy_job(job.id, TIE, partition=0, next_fire_at=INSTANT)
+    with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_job")
 
 
@@ -54,7 +42,7 @@ def test_a_page_resuming_inside_a_tie_is_an_index_range_scan_reading_its_page(ti
             [[0], [resume[0]], [resume[1]], INSTANT, 1000],
         )
         (plan,) = cursor.fetchone()[0]
-    scans = [n for n in _nodes(plan["Plan"]) if n.get("Relation Name") == "jobs_job"]
+    scans = [n for n in plan_nodes(plan["Plan"]) if n.get("Relation Name") == "jobs_job"]
     assert [n["Index Name"] for n in scans] == ["job_due_keyset"], scans
     (scan,) = scans
     assert "ROW(next_fire_at, id) >" in scan["Index Cond"], scan
