@@ -965,11 +965,11 @@ class BeatEngine:
                     self._next_ahead_mono = mono + until_push
                     return
                 size = min(size, fits)
-            entries = self.heap.pop_due(now + timedelta(seconds=lead), size)
+            until = now + timedelta(seconds=lead)
+            entries = self.heap.pop_due(until, size)
             if not entries:
                 return
             self.heap.claiming(entries)
-            until = now + timedelta(seconds=lead)
             batch = self._batch_of(entries, ahead=False, now=now, until=until)
             if batch is None:
                 return
