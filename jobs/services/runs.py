@@ -15,7 +15,7 @@ from django.db import OperationalError, connection, transaction
 from psycopg import errors as pg_errors
 from psycopg.types.json import Jsonb
 
-from jobs import metrics, prepared
+from jobs import metrics, own_partition
 from jobs.db_failover import retry_on_failover
 from jobs.models import DeadLetter, JobRun, RunAttempt
 from jobs.notify import notify_runs_cancelled, notify_timers_due
@@ -145,17 +145,18 @@ def run_heartbeat(*, run_id: uuid.UUID, attempt: int, now: datetime) -> Heartbea
 
 # The outcome in one statement: the CAS on (id, attempt, running) decides, and only a row it
 # moved gets its attempt closed (and, on success, the firing's key recorded), so they commit
-# together with no explicit transaction and one round trip.
+# together with no explicit transaction and one round trip. {runs} and {attempts}: the run's day
+# partitions or the parent tables (jobs/own_partition.py).
 _FINISH_SQL = """
 WITH finished AS (
-    UPDATE jobs_jobrun SET {assignments}
+    UPDATE {runs} SET {assignments}
      WHERE id = %(run_id)s AND attempt = %(attempt)s AND state = %(running)s
     RETURNING id, attempt, job_id, tenant_id, dedup_key, state
 ), closed AS (
     -- The run id once more on its own: the attempts are partitioned by it too, and only a value
     -- known before execution (a constant, or the prepared statement's parameter) lets
     -- PostgreSQL prune to the run's own partition instead of probing every day's.
-    UPDATE jobs_runattempt AS a
+    UPDATE {attempts} AS a
        SET outcome = %(outcome)s, error = %(last_error)s, finished_at = %(now)s
       FROM finished AS f
      WHERE a.run_id = %(run_id)s AND a.run_id = f.id AND a.attempt = f.attempt
@@ -278,6 +279,8 @@ def _finish(
     values = {"state": to.value, "lease_until": None, "last_error": error[:ERROR_MAX_CHARS]}
     values.update(fields)
     sql = _FINISH_SQL.format(
+        runs=own_partition.RUNS_TOKEN,
+        attempts=own_partition.ATTEMPTS_TOKEN,
         assignments=_assignments(values, divert=to in _DIVERTIBLE),
         keyed=_RECORD_KEY_CTE if record_key else "",
         # The hand-off trigger wrote the children's runs with this statement; the partitions
@@ -303,7 +306,7 @@ def _finish(
         "now": now,
         "key_expires_at": now + dedup_ttl(),
     }
-    row = prepared.fetch_one(sql, params)
+    row = own_partition.fetch_one(sql, params, run_id=run_id, now=now)
     if row is None:
         _note_refused(run_id=run_id, attempt=attempt, outcome=outcome, error=error, now=now)
         return None

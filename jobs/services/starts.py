@@ -13,7 +13,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from beat_engine.backoff import RetryPolicy
-from jobs import prepared
+from jobs import own_partition
 from jobs.models import ConcurrencyPolicy
 from jobs.services import overlap, running_limits
 from jobs.services.runs import run_lease
@@ -87,14 +87,15 @@ class StartResult:
 # ends it cancelled instead. A run whose tenant or job has a running limit is left to the
 # locked path too, which counts under the tenant's lock (jobs/services/running_limits.py); for
 # every other run the limit costs this statement one probe of the tenant's primary key.
+# {runs} and {attempts}: the run's day partitions or the parent tables (jobs/own_partition.py).
 _START_SQL = """
 WITH refused AS (
-    UPDATE jobs_jobrun
+    UPDATE {runs}
        SET state = %(cancelled)s, finished_at = %(now)s, due_at = NULL,
            last_error = 'cancelled on request before attempt ' || attempt || ' started'
      WHERE id = %(run_id)s AND attempt = %(attempt)s AND state = %(queued)s AND cancel_requested
 ), started AS (
-    UPDATE jobs_jobrun AS r
+    UPDATE {runs} AS r
        SET state = %(running)s, started_at = %(now)s, heartbeat_at = %(now)s,
            lease_until = %(lease_until)s, worker = %(worker)s, finished_at = NULL, held_by = '',
            start_lag = COALESCE(r.start_lag, CASE WHEN r.attempt = 1
@@ -114,7 +115,7 @@ WITH refused AS (
               extract(epoch FROM %(now)s - COALESCE(r.due_at, r.scheduled_for)) AS waited,
               j.target_group, j.target_rate, j.target_burst
 ), opened AS (
-    INSERT INTO jobs_runattempt (run_id, attempt, epoch, worker, queued_at, started_at,
+    INSERT INTO {attempts} (run_id, attempt, epoch, worker, queued_at, started_at,
                                  outcome, error)
     SELECT id, attempt, epoch, %(worker)s, queued_at, %(now)s, '', '' FROM started
     ON CONFLICT (run_id, attempt) DO UPDATE
@@ -168,7 +169,12 @@ def _started_run(row: Sequence[Any]) -> StartedRun:
 
 
 def _start_statement(params: dict[str, Any], *, policy_applied: bool) -> StartedRun | None:
-    row = prepared.fetch_one(_START_SQL, {**params, "policy_applied": policy_applied})
+    row = own_partition.fetch_one(
+        _START_SQL,
+        {**params, "policy_applied": policy_applied},
+        run_id=params["run_id"],
+        now=params["now"],
+    )
     return None if row is None else _started_run(row)
 
 

@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.backends.signals import connection_created
 
 from beat_engine.clock import SystemClock
-from jobs import prepared, result_writer, target_limits
+from jobs import own_partition, prepared, result_writer, target_limits
 from jobs.execution import ExecutionOutcome, run_delivery, run_execute
 from jobs.models import DeadLetter, DedupKey, Job, JobRun, RunAttempt
 from jobs.services.dedup import dedup_record
@@ -32,6 +32,13 @@ def _result_writer_stopped(django_db_blocker: Any) -> Iterator[None]:
     # and its database connection, before the test database is dropped.
     with django_db_blocker.unblock():
         result_writer.stop()
+
+
+@pytest.fixture(autouse=True)
+def _attached_days_read() -> None:
+    # A worker process reads which days have partitions at most once a minute
+    # (jobs/own_partition.py), not per run: read them now, outside the counts.
+    own_partition.reload_attached_days()
 
 
 NOW = T0 + timedelta(days=1)
