@@ -1,9 +1,14 @@
 """Executor throughput: runs/s one worker process completes, and its overhead per run.
 
 Run manually (not in CI):  .venv/bin/python bench/bench_executor.py [--runs 2000] [--quick]
+    [--target noop|http] [--delay-ms 20] [--pool prefork] [--concurrency 1]
 Uses DATABASE_URL/REDIS_URL when both are set, else starts embedded servers in .local/bench.
 Prints the figures and rewrites the "## Execution" section of docs/benchmarks.md (not with
 --quick, which only prints, for before/after pairs while changing the executor).
+
+With ``--target http`` the work is a POST to a local target (bench/compare/http_target.py,
+127.0.0.1) that answers after ``--delay-ms``: an HTTP-target job's runs against a bare Celery
+task making the same call (bench/plain_http.py), as in the side-by-side end-to-end scenario.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.docs_section import replace_section  # noqa: E402
+
+# What the runs' work is: the registered no-op callable, or a POST to the local target.
+NOOP, HTTP = "noop", "http"
 
 
 def _services(directory: str = "bench") -> Any:
@@ -93,6 +101,24 @@ def noop_job(tenant: Any, name: str, now: datetime) -> Any:
     )
 
 
+def http_job(tenant: Any, name: str, url: str, now: datetime) -> Any:
+    """As ``noop_job``, an HTTP-target job POSTing ``{"firing": "executor"}`` to ``url``."""
+    from jobs.services.jobs import JobInput, job_create
+
+    return job_create(
+        tenant=tenant,
+        data=JobInput(
+            name=name,
+            target_kind="http",
+            target_url=url,
+            cron="* * * * *",
+            queue="bench",
+            payload={"firing": "executor"},
+        ),
+        now=now,
+    )
+
+
 def queued_runs(job: Any, runs: int, now: datetime) -> list[Any]:
     """``runs`` queued runs of ``job`` at attempt 1, inserted, one microsecond apart from half a
     minute past a minute ten minutes ago (no firing of the job's own schedule, on whole minutes,
@@ -143,7 +169,9 @@ def _hot_window_partitions() -> int:
     return len(partition_days(RUN_TABLE))
 
 
-def _bench_executor(runs: int, running_limit: int | None = None) -> float:
+def _bench_executor(runs: int, running_limit: int | None = None, url: str | None = None) -> float:
+    """Seconds from the first publish to the last success of ``runs`` runs of a new job
+    (no-op, or POSTs to ``url``), queued before the clock starts."""
     from jobs.models import JobRun, Tenant
     from jobs.states import RunState
     from scheduler_project.celery import app
@@ -153,7 +181,8 @@ def _bench_executor(runs: int, running_limit: int | None = None) -> float:
     # A running limit far above the one worker process: every start takes the limited path
     # (the tenant's lock and the count, jobs/services/running_limits.py), none waits.
     Tenant.objects.filter(id=tenant.id).update(max_running_runs=running_limit)
-    job = noop_job(tenant, f"bench-{now.timestamp()}", now)
+    name = f"bench-{now.timestamp()}"
+    job = noop_job(tenant, name, now) if url is None else http_job(tenant, name, url, now)
     rows = queued_runs(job, runs, now)
     ids = [str(r.id) for r in rows]
     started = time.monotonic()
@@ -169,16 +198,17 @@ def _bench_executor(runs: int, running_limit: int | None = None) -> float:
     return time.monotonic() - started
 
 
-def _bench_bare(runs: int) -> float:
+def _bench_bare(runs: int, http: bool = False) -> float:
     from bench.bench_tasks import BARE_DONE_KEY
     from jobs.notify import redis_client
     from scheduler_project.celery import app
 
     redis_client().delete(BARE_DONE_KEY)
+    task, args = ("bench.bare_http", ["executor"]) if http else ("bench.bare_noop", [])
     started = time.monotonic()
     with app.producer_or_acquire() as producer:
         for _ in range(runs):
-            app.send_task("bench.bare_noop", queue="bench", producer=producer)
+            app.send_task(task, args=args, queue="bench", producer=producer)
     _wait(lambda: int(redis_client().get(BARE_DONE_KEY) or 0) == runs)
     return time.monotonic() - started
 
@@ -206,38 +236,62 @@ def main() -> int:
     parser.add_argument(
         "--concurrency", type=int, default=1, help="the worker's concurrency (default 1)"
     )
+    parser.add_argument(
+        "--target",
+        choices=(NOOP, HTTP),
+        default=NOOP,
+        help="the runs' work: the no-op (default) or a POST to a local target (with --quick)",
+    )
+    parser.add_argument(
+        "--delay-ms", type=int, default=20, help="with --target http, the target's delay (20)"
+    )
     args = parser.parse_args()
-    if (args.pool, args.concurrency) != ("prefork", 1) and not args.quick:
-        parser.error("--pool and --concurrency other than prefork 1 need --quick")
+    if (args.pool, args.concurrency, args.target) != ("prefork", 1, NOOP) and not args.quick:
+        parser.error("--pool, --concurrency and --target other than prefork 1 noop need --quick")
+    if args.delay_ms < 0:
+        parser.error("--delay-ms must be at least 0")
     args.runs = args.runs or (500 if args.quick else 2000)
     services = _services()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
     os.environ["SCHEDULER_CLIENT_MODULES"] = "scheduler_project.demo,bench.bench_tasks"
     os.environ["PYTHONPATH"] = str(ROOT)
     os.environ["LOG_LEVEL"] = "WARNING"
+    target = None
     try:
         import django
 
         django.setup()
+        from django.conf import settings
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
         partitions = _hot_window_partitions()
         log = ROOT / ".local" / "bench-worker.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        worker = _worker(dict(os.environ), log, args.pool, args.concurrency)
+        url = None
+        env = dict(os.environ)
+        if args.target == HTTP:
+            from bench.bench_pools import _target
+
+            target, port = _target(args.delay_ms, ROOT / ".local" / "bench-executor-ledger.jsonl")
+            url = f"http://127.0.0.1:{port}/"
+            env.update(SCHEDULER_HTTP_ALLOWLIST=f"127.0.0.1:{port}", BENCH_TARGET_URL=url)
+            # This process validates the job's URL too, with the settings loaded already.
+            settings.SCHEDULER["HTTP_ALLOWLIST"] = [f"127.0.0.1:{port}"]
+        worker = _worker(env, log, args.pool, args.concurrency)
         try:
-            _bench_bare(50)  # warm-up: the worker is up and its child has imported everything
-            _bench_executor(50, args.running_limit)
-            bare_s = _bench_bare(args.runs)
-            exec_s = _bench_executor(args.runs, args.running_limit)
+            # Warm-up: the worker is up and its children have imported everything.
+            _bench_bare(50, http=url is not None)
+            _bench_executor(50, args.running_limit, url)
+            bare_s = _bench_bare(args.runs, http=url is not None)
+            exec_s = _bench_executor(args.runs, args.running_limit, url)
         finally:
             os.killpg(worker.pid, 15)
             worker.wait()
         async_s = 0.0
         if not args.quick:
             # Same run with commits not waiting for the WAL flush, to show what fsync costs here.
-            worker = _worker({**os.environ, "PGOPTIONS": "-c synchronous_commit=off"}, log)
+            worker = _worker({**env, "PGOPTIONS": "-c synchronous_commit=off"}, log)
             try:
                 _bench_executor(50)
                 async_s = _bench_executor(args.runs)
@@ -245,15 +299,19 @@ def main() -> int:
                 os.killpg(worker.pid, 15)
                 worker.wait()
     finally:
+        if target is not None:
+            os.killpg(target.pid, 15)
+            target.wait()
         if services is not None:
             services.stop()
     bare_ms, exec_ms = bare_s / args.runs * 1000, exec_s / args.runs * 1000
     if args.quick:
+        work = "no-op" if url is None else f"POST, target {args.delay_ms} ms"
         print(
-            f"{args.pool} x {args.concurrency}: executor {args.runs / exec_s:,.0f} runs/s "
-            f"({exec_ms:.2f} ms/run), bare task "
-            f"{args.runs / bare_s:,.0f} runs/s ({bare_ms:.2f} ms/run), overhead "
-            f"{exec_ms - bare_ms:.2f} ms/run"
+            f"{args.pool} x {args.concurrency}, {work}: executor {args.runs / exec_s:,.0f} runs/s "
+            f"({exec_ms:.2f} ms/run), bare task {args.runs / bare_s:,.0f} runs/s "
+            f"({bare_ms:.2f} ms/run), overhead {exec_ms - bare_ms:.2f} ms/run, ratio "
+            f"{exec_ms / bare_ms:.2f}"
         )
         return 0
     section = (

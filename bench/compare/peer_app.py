@@ -9,15 +9,12 @@ one-shot marker written at the scheduler's first tick (its schedule is loaded by
 from __future__ import annotations
 
 import atexit
-import http.client
 import json
 import os
-import socket
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 PEER = os.environ.get("BENCH_PEER", "celery-beat")
 OUT_DIR = Path(os.environ.get("BENCH_OUT_DIR", "."))
@@ -25,7 +22,6 @@ TASK_NAME = "bench.noop"
 HTTP_TASK_NAME = "bench.http_fire"
 # The end-to-end scenario's target, for the workers running HTTP_TASK_NAME.
 TARGET_URL = os.environ.get("BENCH_TARGET_URL", "")
-HTTP_TIMEOUT_S = 30.0
 
 if PEER == "django-celery-beat":
     # DatabaseScheduler needs Django's ORM ready before the scheduler class is imported.
@@ -37,6 +33,8 @@ if PEER == "django-celery-beat":
 from celery import Celery  # noqa: E402
 from celery.schedules import schedule as every  # noqa: E402
 from celery.signals import after_task_publish  # noqa: E402
+
+from bench.plain_http import post_firing  # noqa: E402
 
 app = Celery("bench_peer", broker=os.environ.get("BENCH_BROKER_URL", "memory://"))
 app.conf.update(
@@ -82,24 +80,8 @@ def interval_entries(registered: int, due: int, due_at: float) -> dict[str, Any]
 @app.task(name=HTTP_TASK_NAME)
 def http_fire(firing: str) -> int:
     """What a RedBeat user's entry runs to call an HTTP endpoint: a plain Celery task making
-    the call ours makes (jobs/http_client.py): a new connection, TCP_NODELAY, a JSON POST, the
-    answer read; an error status raises, as `raise_for_status()` would."""
-    parts = urlsplit(TARGET_URL)
-    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=HTTP_TIMEOUT_S)
-    try:
-        conn.connect()
-        assert conn.sock is not None
-        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        body = json.dumps({"firing": firing}).encode()
-        conn.request("POST", parts.path or "/", body=body,
-                     headers={"Content-Type": "application/json"})  # fmt: skip
-        response = conn.getresponse()
-        response.read()
-    finally:
-        conn.close()
-    if response.status >= 300:
-        raise RuntimeError(f"HTTP {response.status} from {TARGET_URL}")
-    return response.status
+    the call ours makes (bench/plain_http.py)."""
+    return post_firing(TARGET_URL, firing)
 
 
 if PEER == "celery-beat" and os.environ.get("BENCH_STEADY"):
