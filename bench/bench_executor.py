@@ -368,7 +368,23 @@ def main() -> int:
         "three alternating --quick --runs 1000 pairs before and after cheaper writes of a run "
         '(docs/execution.md, "What each write of a run costs PostgreSQL") gave 13.58, 12.95 '
         "and 10.53 ms per run before and 12.74, 17.26 and 11.72 ms after, the bare task "
-        "2.62-4.80 ms: no difference this host's noise lets through.\n"
+        "2.62-4.80 ms: no difference this host's noise lets through. 2026-12-08, --quick "
+        "--runs 2000, three alternating pairs before and after the start and the outcome "
+        "named the run's own day partitions (docs/execution.md, \"What each write of a run "
+        'costs PostgreSQL"): 4.96, 4.90 and 4.43 ms per run before, 4.57, 4.27 and 4.46 ms '
+        "after, the bare task 1.57-1.72 ms; with --target http --concurrency 8 (each run a POST "
+        "to a local target answering after 20 ms, against a bare task making the same call), "
+        "two pairs: 5.69 and 5.45 ms per run before, 5.51 and 4.98 ms after, the bare task "
+        "3.52-3.59 ms (ratios 1.59 and 1.55 before, 1.54 and 1.41 after).\n\n"
+        "Why one process at concurrency 1 stays near 3x a bare task: the bare task's 1.6 ms is "
+        "Celery's own work per message (the parent's pop and ack, the hand-off to the pool "
+        "child); the executor adds two round trips that each end in a commit, and a commit "
+        "waits for its WAL flush (fdatasync on this virtual disk: 20% of the worker backend's "
+        "CPU samples under perf on 2026-12-08). With one run in flight each of those waits "
+        "adds to the run's time; with eight processes they overlap other runs' work and "
+        "PostgreSQL may flush several sessions' commits at once, and a 20 ms target is the "
+        "same for both: the ratio was about 1.5 there (which of these counts most was not "
+        "measured).\n"
     )
     print(section)
     replace_section("Execution", section)
