@@ -1,11 +1,11 @@
 """The worker's writes of one run, addressed to the run's own day partitions.
 
-A worker's start and outcome statements are prepared with generic plans (jobs/prepared.py), in
-which the run id is a parameter: PostgreSQL prunes the runs and attempts tables to the run's
-own partition only at execution, after it has locked and set up every day partition of both
-(33 in a deployment holding 30 hot days), for each statement. Addressed to the day partitions
-themselves, a statement locks and sets up one table of each (docs/execution.md, "What each
-write of a run costs PostgreSQL", has the figures).
+A worker's start, heartbeat and outcome statements are prepared with generic plans
+(jobs/prepared.py), in which the run id is a parameter: PostgreSQL prunes the runs and attempts
+tables to the run's own partition only at execution, after it has locked and set up every day
+partition of both (33 in a deployment holding 30 hot days), for each statement. Addressed to
+the day partitions themselves, a statement locks and sets up one table of each
+(docs/execution.md, "What each write of a run costs PostgreSQL", has the figures).
 
 The run id carries its day (jobs/run_ids.py), so the partitions' names are known without a
 lookup. A statement is addressed to them only when both hold:

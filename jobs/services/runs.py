@@ -126,18 +126,25 @@ def run_lease() -> timedelta:
     return timedelta(seconds=settings.SCHEDULER["RUN_LEASE_S"])
 
 
+# Prepared, and addressed to the run's day partition, as the start and the outcome are
+# (jobs/prepared.py, jobs/own_partition.py): every running attempt sends one every HEARTBEAT_S.
+_HEARTBEAT_SQL = """
+UPDATE {runs} SET lease_until = %(lease_until)s, heartbeat_at = %(now)s
+ WHERE id = %(run_id)s AND attempt = %(attempt)s AND state = %(running)s
+RETURNING cancel_requested
+"""
+
+
 def run_heartbeat(*, run_id: uuid.UUID, attempt: int, now: datetime) -> Heartbeat:
     """Extend the lease of a running attempt and read its cancel flag, in one round trip."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            UPDATE jobs_jobrun SET lease_until = %s, heartbeat_at = %s
-             WHERE id = %s AND attempt = %s AND state = %s
-            RETURNING cancel_requested
-            """,
-            [now + run_lease(), now, run_id, attempt, RunState.RUNNING.value],
-        )
-        row = cursor.fetchone()
+    params = {
+        "lease_until": now + run_lease(),
+        "now": now,
+        "run_id": run_id,
+        "attempt": attempt,
+        "running": RunState.RUNNING.value,
+    }
+    row = own_partition.fetch_one(_HEARTBEAT_SQL, params, run_id=run_id, now=now)
     if row is None:
         return Heartbeat(alive=False, cancel_requested=True)
     return Heartbeat(alive=True, cancel_requested=bool(row[0]))

@@ -17,6 +17,7 @@ from jobs.models import ConcurrencyPolicy, Job, JobRun, RunAttempt
 from jobs.run_ids import run_id_day, run_id_for
 from jobs.run_partitions import ATTEMPT_TABLE, LAYOUT_LOCK_KEY, RUN_TABLE, partition_name
 from jobs.services.history_partitions import partition_days, partitions_ensure
+from jobs.services.runs import run_heartbeat
 from jobs.states import AttemptOutcome, RunState
 from tests.support import targets  # noqa: F401  (registers the test targets in this process)
 from tests.support.dags import dag_jobs, running, succeed, the_run
@@ -95,6 +96,29 @@ def test_a_run_of_today_is_started_and_finished_through_its_day_partitions() -> 
     attempt = RunAttempt.objects.get(run_id=run.id, attempt=1)
     assert attempt.outcome == AttemptOutcome.SUCCEEDED
     assert attempt.finished_at is not None
+
+
+def test_a_heartbeat_of_a_run_of_today_is_written_through_its_day_partition() -> None:
+    now = _now()
+    _recent_days_partitioned()
+    run = running(
+        job_factory(target_name="tests.echo"), scheduled_for=now - timedelta(seconds=5), now=now
+    )
+    later = now + timedelta(seconds=10)
+    own_partition.reload_attached_days()  # as a worker has, outside the count
+
+    beat, statements = _statements(lambda: run_heartbeat(run_id=run.id, attempt=1, now=later))
+
+    assert beat.alive
+    assert not beat.cancel_requested
+    assert len(statements) == 1
+    assert f"UPDATE {partition_name(RUN_TABLE, run_id_day(run.id))} SET" in statements[0]
+    run.refresh_from_db()
+    assert run.heartbeat_at == later
+    # A stale attempt is asked of the parent too, and is not alive.
+    stale, statements = _statements(lambda: run_heartbeat(run_id=run.id, attempt=2, now=later))
+    assert not stale.alive
+    assert "UPDATE jobs_jobrun SET" in statements[-1]
 
 
 def test_the_day_partitions_carry_the_hand_off_triggers_of_the_runs_table() -> None:
