@@ -101,8 +101,8 @@ def noop_job(tenant: Any, name: str, now: datetime) -> Any:
     )
 
 
-def http_job(tenant: Any, name: str, url: str, now: datetime) -> Any:
-    """As ``noop_job``, an HTTP-target job POSTing ``{"firing": "executor"}`` to ``url``."""
+def http_job(tenant: Any, name: str, url: str, now: datetime, firing: str = "executor") -> Any:
+    """As ``noop_job``, an HTTP-target job POSTing ``{"firing": firing}`` to ``url``."""
     from jobs.services.jobs import JobInput, job_create
 
     return job_create(
@@ -113,7 +113,7 @@ def http_job(tenant: Any, name: str, url: str, now: datetime) -> Any:
             target_url=url,
             cron="* * * * *",
             queue="bench",
-            payload={"firing": "executor"},
+            payload={"firing": firing},
         ),
         now=now,
     )

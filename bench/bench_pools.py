@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_executor import _services, _wait, _worker, queued_runs  # noqa: E402
+from bench.bench_executor import _services, _wait, _worker, http_job, queued_runs  # noqa: E402
 from bench.docs_section import replace_records, replace_section  # noqa: E402
 
 # (pool, concurrency): prefork at the process count a 2-core host runs without thrashing, the
@@ -49,24 +49,12 @@ def _target(delay_ms: int, ledger: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 def _round(runs: int, url: str) -> float:
     from jobs.models import JobRun, Tenant
-    from jobs.services.jobs import JobInput, job_create
     from jobs.states import RunState
     from scheduler_project.celery import app
 
     now = datetime.now(UTC)
     tenant, _ = Tenant.objects.get_or_create(name="bench", defaults={"created_at": now})
-    job = job_create(
-        tenant=tenant,
-        data=JobInput(
-            name=f"pools-{now.timestamp()}",
-            target_kind="http",
-            target_url=url,
-            cron="* * * * *",
-            queue="bench",
-            payload={"firing": "pools"},
-        ),
-        now=now,
-    )
+    job = http_job(tenant, f"pools-{now.timestamp()}", url, now, firing="pools")
     rows = queued_runs(job, runs, now)
     started = time.monotonic()
     with app.producer_or_acquire() as producer:

@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.backends.signals import connection_created
 
 from beat_engine.clock import SystemClock
-from jobs import own_partition, prepared, result_writer, target_limits
+from jobs import own_partition, prepared, target_limits
 from jobs.execution import ExecutionOutcome, run_delivery, run_execute
 from jobs.models import DeadLetter, DedupKey, Job, JobRun, RunAttempt
 from jobs.services.dedup import dedup_record
@@ -21,17 +21,13 @@ from jobs.states import AttemptOutcome, RunState
 from tests.support import targets  # noqa: F401  (registers the test targets in this process)
 from tests.support.backends import terminate_my_backend
 from tests.support.factories import T0, job_factory, run_factory
+from tests.support.in_process import result_writer_stopped, statements_of  # noqa: F401
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _result_writer_stopped(django_db_blocker: Any) -> Iterator[None]:
-    yield
-    # Runs executed in this process hand their stored results to its writer thread: end it,
-    # and its database connection, before the test database is dropped.
-    with django_db_blocker.unblock():
-        result_writer.stop()
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("result_writer_stopped"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -52,15 +48,7 @@ def _queued(job: Job, offset_s: int = 0) -> JobRun:
 
 
 def _count_queries(action: Callable[[], Any]) -> list[str]:
-    seen: list[str] = []
-
-    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        seen.append(sql)
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
-        action()
-    return seen
+    return statements_of(action)[1]
 
 
 def test_start_returns_the_job_fields_and_opens_the_attempt_in_one_statement() -> None:

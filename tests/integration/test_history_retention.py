@@ -15,7 +15,6 @@ from django_celery_results.models import TaskResult
 from prometheus_client import REGISTRY
 
 from beat_engine.clock import SystemClock
-from jobs import result_writer
 from jobs.execution import ExecutionOutcome, run_execute
 from jobs.models import DeadLetter, DedupKey, Job, JobRun
 from jobs.run_partitions import RUN_TABLE, partition_name
@@ -27,23 +26,19 @@ from jobs.states import RunState
 from tests.support import targets  # noqa: F401  (registers the test targets in this process)
 from tests.support.clock import FakeClock
 from tests.support.factories import T0, job_factory, run_factory
+from tests.support.in_process import result_writer_stopped  # noqa: F401
 from tests.support.partition_reads import drop_day_partitions, partitions_touched
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("result_writer_stopped"),
+]
 
 NOW = T0 + timedelta(days=60)
 EXPIRED = NOW - timedelta(seconds=1)
 LONG_AGO = NOW - timedelta(days=31)  # past the 30-day dead-letter retention
 RECENTLY = NOW - timedelta(days=1)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _result_writer_stopped(django_db_blocker: Any) -> Iterator[None]:
-    yield
-    # Runs executed in this process hand their stored results to its writer thread: end it,
-    # and its database connection, before the test database is dropped.
-    with django_db_blocker.unblock():
-        result_writer.stop()
 
 
 def _purge(**kwargs: Any) -> Any:

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from django.db import connection
 
 from beat_engine.clock import SystemClock
-from jobs import own_partition, result_writer
+from jobs import own_partition
 from jobs.execution import ExecutionOutcome, run_execute
 from jobs.models import ConcurrencyPolicy, Job, JobRun, RunAttempt
 from jobs.run_ids import run_id_day, run_id_for
@@ -22,15 +20,13 @@ from jobs.states import AttemptOutcome, RunState
 from tests.support import targets  # noqa: F401  (registers the test targets in this process)
 from tests.support.dags import dag_jobs, running, succeed, the_run
 from tests.support.factories import job_factory, run_factory
+from tests.support.in_process import result_writer_stopped, statements_of  # noqa: F401
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _result_writer_stopped(django_db_blocker: Any) -> Iterator[None]:
-    yield
-    with django_db_blocker.unblock():
-        result_writer.stop()
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("result_writer_stopped"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -45,25 +41,13 @@ def _queued(job: Job, at: datetime) -> JobRun:
     )
 
 
-def _statements(action: Callable[[], Any]) -> tuple[Any, list[str]]:
-    seen: list[str] = []
-
-    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        seen.append(sql)
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
-        result = action()
-    return result, seen
-
-
 def _writes(statements: list[str]) -> list[str]:
     """The statements that write runs: the start's and the outcome's."""
     return [sql for sql in statements if "UPDATE " in sql and "jobs_jobrun" in sql]
 
 
 def _execute(run: JobRun) -> tuple[ExecutionOutcome, list[str]]:
-    return _statements(lambda: run_execute(run_id=run.id, attempt=1, clock=SystemClock()))
+    return statements_of(lambda: run_execute(run_id=run.id, attempt=1, clock=SystemClock()))
 
 
 def _now() -> datetime:
@@ -107,7 +91,7 @@ def test_a_heartbeat_of_a_run_of_today_is_written_through_its_day_partition() ->
     later = now + timedelta(seconds=10)
     own_partition.reload_attached_days()  # as a worker has, outside the count
 
-    beat, statements = _statements(lambda: run_heartbeat(run_id=run.id, attempt=1, now=later))
+    beat, statements = statements_of(lambda: run_heartbeat(run_id=run.id, attempt=1, now=later))
 
     assert beat.alive
     assert not beat.cancel_requested
@@ -116,7 +100,7 @@ def test_a_heartbeat_of_a_run_of_today_is_written_through_its_day_partition() ->
     run.refresh_from_db()
     assert run.heartbeat_at == later
     # A stale attempt is asked of the parent too, and is not alive.
-    stale, statements = _statements(lambda: run_heartbeat(run_id=run.id, attempt=2, now=later))
+    stale, statements = statements_of(lambda: run_heartbeat(run_id=run.id, attempt=2, now=later))
     assert not stale.alive
     assert "UPDATE jobs_jobrun SET" in statements[-1]
 
@@ -142,7 +126,7 @@ def test_an_outcome_through_the_day_partition_hands_off_to_the_child_job() -> No
     jobs = dag_jobs([("a", "b")], now=now)
     parent = running(jobs["a"], scheduled_for=t, now=now)
 
-    _, statements = _statements(lambda: succeed(parent, now=now))
+    _, statements = statements_of(lambda: succeed(parent, now=now))
 
     assert f"UPDATE {partition_name(RUN_TABLE, t.date())} SET" in _writes(statements)[0]
     child = the_run(jobs["b"], t)
