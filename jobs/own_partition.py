@@ -14,7 +14,9 @@ lookup. A statement is addressed to them only when both hold:
   (jobs/services/run_archive.py, ``hot_cutoff``). The archive detaches only days before that
   first day (its ``--before`` may not be later), and a detached partition keeps its name while
   it is exported: a statement addressed to it by name would write a table that is no longer
-  the run history. The margin is the time a run's writes may take after its start;
+  the run history. Each statement is checked against its own instant, so the margin only has
+  to cover the moment between the check and the statement and any difference between the
+  worker's reading of the database clock and the archive's: two days is far more than either;
 * **the day's partitions exist**, attached to both tables. Days whose rows are in the default
   partition have none (jobs/services/history_partitions.py). The process keeps the set of
   days it saw attached and reads the catalogue again, at most every ``REFRESH_S``, when a day
@@ -48,9 +50,9 @@ from jobs import prepared
 from jobs.run_ids import run_id_day
 from jobs.run_partitions import ATTEMPT_TABLE, RUN_TABLE, parse_partition_name, partition_name
 
-# A run's writes (start, heartbeats, outcome) are addressed to its partitions only while its
-# day is at least this many days after the hot window's first day, so the archive cannot
-# detach them in between unless a run's writes take that long.
+# A write of a run is addressed to its partitions only when the run's day is at least this many
+# days after the hot window's first day at the write's own instant: the archive, which detaches
+# only days before that first day, cannot reach the day before the statement has run.
 MARGIN_DAYS = 2
 # How often at most the catalogue is read again for a day not seen attached.
 REFRESH_S = 60.0
